@@ -1,0 +1,52 @@
+"""mcpkit: serve tools, resources and prompts from pluggy plugins over MCP.
+
+This module is the public API plugin authors build on; everything else is internal.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ._version import __version__
+from .plugins.hookspecs import hookimpl
+from .protocol.types import (
+    Annotations,
+    AudioContent,
+    BlobResourceContents,
+    EmbeddedResource,
+    ImageContent,
+    PromptMessage,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+from .server.context import Context, PeerError, SyncContext
+from .server.errors import InputRequired, MissingCapability, ResourceNotFound, ToolError
+from .server.prompts import CompletionDef, PromptDef, completion, prompt
+from .server.resources import ResourceDef, resource
+from .server.tools import ToolDef, ToolResult, tool
+
+
+def data_dir() -> Path:
+    """Where plugins keep their data: ``$MCPKIT_DATA_DIR``, else ``$XDG_DATA_HOME/mcpkit``,
+    else ``~/.local/share/mcpkit``. Created if missing."""
+    base = os.environ.get("MCPKIT_DATA_DIR")
+    if base:
+        path = Path(base)
+    else:
+        xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        path = Path(xdg) / "mcpkit"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+__all__ = [
+    "__version__", "hookimpl", "data_dir",
+    "tool", "ToolDef", "ToolResult", "ToolError",
+    "resource", "ResourceDef", "ResourceNotFound",
+    "prompt", "PromptDef", "PromptMessage", "completion", "CompletionDef",
+    "Context", "SyncContext", "PeerError", "MissingCapability", "InputRequired",
+    "TextContent", "ImageContent", "AudioContent", "ResourceLink", "EmbeddedResource",
+    "TextResourceContents", "BlobResourceContents", "Annotations",
+]

@@ -1,0 +1,135 @@
+"""The ``mcpkit`` command line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+import click
+
+from ._version import __version__
+
+log = logging.getLogger("mcpkit")
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper(), logging.WARNING),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+class _Group(click.Group):
+    """Adds the commands plugins contribute, loading plugins only when they are needed."""
+
+    _plugin_cmds: dict[str, click.Command] | None = None
+
+    def _plugins(self) -> dict[str, click.Command]:
+        if self._plugin_cmds is None:
+            from .plugins import loader
+
+            self._plugin_cmds = {}
+            for cmd in loader.cli_commands(loader.load()):
+                if cmd.name and cmd.name not in self.commands:
+                    self._plugin_cmds[cmd.name] = cmd
+        return self._plugin_cmds
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self._plugins()))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        return super().get_command(ctx, name) or self._plugins().get(name)
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="mcpkit")
+def main() -> None:
+    """Serve MCP tools from plugins, and inspect what is installed."""
+
+
+def _selection(f: Any) -> Any:
+    f = click.option("--strict", is_flag=True, help="Make a plugin that fails to load a fatal error.")(f)
+    f = click.option("--config", "config_path", type=click.Path(dir_okay=False), envvar="MCPKIT_CONFIG",
+                     help="TOML file with [server] settings and [plugins.NAME] tables.")(f)
+    f = click.option("--disable", multiple=True, metavar="NAME", help="Do not load this plugin (repeatable).")(f)
+    f = click.option("--plugin", "only", multiple=True, metavar="NAME", help="Load only this plugin (repeatable).")(f)
+    return f
+
+
+def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> Any:
+    from .plugins import loader
+    from .plugins.config import load_config
+    from .server.settings import load_settings
+
+    try:
+        config = load_config(config_path)
+        table = dict(config.server)
+        only = only or tuple(table.pop("plugins", ()) or _env_list("MCPKIT_PLUGINS"))
+        disable = disable or tuple(table.pop("disable", ()) or _env_list("MCPKIT_DISABLE"))
+        strict = strict or bool(table.pop("strict", False))
+        settings = load_settings(table)
+        _setup_logging(settings.log_level)
+        loaded = loader.load(only, disable, strict=strict)
+        app = loader.build_app(loaded, config, settings, strict=strict)
+    except (ValueError, loader.PluginError) as exc:
+        raise click.ClickException(str(exc)) from None
+    return app, loaded, config, strict
+
+
+def _env_list(name: str) -> list[str]:
+    import os
+
+    return [p.strip() for p in os.environ.get(name, "").split(",") if p.strip()]
+
+
+@main.command()
+@click.option("--transport", type=click.Choice(["stdio", "http", "sse"]), default="stdio", show_default=True)
+@_selection
+def serve(transport: str, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
+    """Serve the installed plugins' tools over MCP (stdio by default)."""
+    if transport != "stdio":
+        raise click.ClickException(f"--transport {transport} is not yet available; use stdio")
+    app, loaded, config, strict = _prepare(only, disable, config_path, strict)
+    import trio
+
+    from .plugins.loader import lifespans
+    from .server.lifespan import plugin_lifespans
+    from .transports.stdio import serve_stdio
+
+    async def run() -> None:
+        async with plugin_lifespans(app, lifespans(loaded, config), strict=strict):
+            await serve_stdio(app)
+
+    try:
+        trio.run(run)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@_selection
+def plugins_cmd(as_json: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
+    """List discovered plugins with what each offers and any load error."""
+    app, _loaded, _config, _strict = _prepare(only, disable, config_path, strict)
+    rows = []
+    for info in app.plugins:
+        items = app.registry.items_of(info.name)
+        rows.append({"name": info.name, "distribution": info.distribution, "version": info.version,
+                     "loaded": info.loaded, "error": info.error, **items})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no plugins installed (entry point group 'mcpkit.plugins')")
+    for row in rows:
+        click.echo(f"{row['name']}  ({row['distribution']} {row['version']})")
+        if row["error"]:
+            click.echo(f"  ERROR: {row['error']}")
+        for kind in ("tools", "resources", "prompts"):
+            if row[kind]:
+                click.echo(f"  {kind}: {', '.join(row[kind])}")
+
+
+if __name__ == "__main__":
+    main()

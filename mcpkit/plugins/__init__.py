@@ -1,0 +1,1 @@
+"""Plugin system: hook specifications, entry-point discovery, per-plugin configuration."""

@@ -1,0 +1,48 @@
+"""The hooks a plugin may implement. Every one is optional.
+
+Each hook receives only the arguments it names; ``config`` is the plugin's own table
+(``[plugins.NAME]`` of the config file, merged with ``MCPKIT_PLUGIN__NAME__KEY`` variables).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+PROJECT = "mcpkit"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def mcpkit_tools(config: dict[str, Any]) -> list[Any]:
+    """Return the tools (``@mcpkit.tool`` objects) this plugin serves."""
+
+
+@hookspec
+def mcpkit_resources(config: dict[str, Any]) -> list[Any]:
+    """Return resources and resource templates (``@mcpkit.resource`` objects)."""
+
+
+@hookspec
+def mcpkit_prompts(config: dict[str, Any]) -> list[Any]:
+    """Return prompts (``@mcpkit.prompt`` objects)."""
+
+
+@hookspec
+def mcpkit_completions(config: dict[str, Any]) -> list[Any]:
+    """Return argument completions (``@mcpkit.completion`` objects)."""
+
+
+@hookspec
+def mcpkit_lifespan(config: dict[str, Any]) -> Any:
+    """Return an async context manager held open while the server runs (or None).
+
+    Open what the plugin holds (a database, a client) on entry; close it on exit.
+    """
+
+
+@hookspec
+def mcpkit_cli_commands() -> list[Any]:
+    """Return click commands to add to the ``mcpkit`` command line."""

@@ -1,0 +1,193 @@
+"""JSON-RPC 2.0 framing with msgspec: decode once, encode once."""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# MCP-defined codes (2026-07-28 numbering)
+HEADER_MISMATCH = -32020
+MISSING_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+# Handshake-era resource-not-found (replaced by -32602 in 2026-07-28)
+RESOURCE_NOT_FOUND_LEGACY = -32002
+
+RequestId = Union[int, str]
+
+
+class ErrorObject(msgspec.Struct, omit_defaults=True):
+    code: int
+    message: str
+    data: Any = msgspec.UNSET
+
+
+class Message(msgspec.Struct, omit_defaults=True):
+    """Any JSON-RPC message; which kind it is follows from the fields present.
+
+    ``params`` and ``result`` stay raw so each method decodes them straight into its own type.
+    """
+
+    jsonrpc: str
+    id: Union[int, str, None, msgspec.UnsetType] = msgspec.UNSET
+    method: Union[str, msgspec.UnsetType] = msgspec.UNSET
+    params: Union[msgspec.Raw, msgspec.UnsetType] = msgspec.UNSET
+    result: Union[msgspec.Raw, msgspec.UnsetType] = msgspec.UNSET
+    error: Union[ErrorObject, msgspec.UnsetType] = msgspec.UNSET
+
+    @property
+    def is_request(self) -> bool:
+        return self.method is not msgspec.UNSET and self.id is not msgspec.UNSET
+
+    @property
+    def is_notification(self) -> bool:
+        return self.method is not msgspec.UNSET and self.id is msgspec.UNSET
+
+    @property
+    def is_response(self) -> bool:
+        return self.method is msgspec.UNSET and (
+            self.result is not msgspec.UNSET or self.error is not msgspec.UNSET
+        )
+
+
+class ProtocolError(Exception):
+    """A JSON-RPC error to send back; its text is written for the client, never a traceback."""
+
+    def __init__(self, code: int, message: str, data: Any = msgspec.UNSET) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_object(self) -> ErrorObject:
+        return ErrorObject(self.code, self.message, self.data)
+
+
+_single_decoder = msgspec.json.Decoder(Message)
+_raw_decoder = msgspec.json.Decoder(Union[list[msgspec.Raw], msgspec.Raw])
+_encoder = msgspec.json.Encoder()
+
+
+class Invalid(msgspec.Struct):
+    """A frame that parsed as JSON but is not a valid JSON-RPC message."""
+
+    id: RequestId | None
+    reason: str
+
+
+def decode(data: bytes) -> Message | list[Message | Invalid] | Invalid:
+    """Decode one frame: a message, a batch (list) or an Invalid marker.
+
+    Raises ProtocolError(PARSE_ERROR) when the bytes are not JSON at all.
+    """
+    try:
+        return _check(_single_decoder.decode(data))
+    except msgspec.DecodeError as exc:
+        if not isinstance(exc, msgspec.ValidationError):
+            raise ProtocolError(PARSE_ERROR, "Parse error: the message is not valid JSON") from None
+    # Valid JSON, not a single well-formed message: a batch, or an invalid request.
+    try:
+        top = _raw_decoder.decode(data)
+    except msgspec.DecodeError:
+        raise ProtocolError(PARSE_ERROR, "Parse error: the message is not valid JSON") from None
+    if isinstance(top, list):
+        return [_decode_member(item) for item in top]
+    return _invalid(top)
+
+
+def _decode_member(raw: msgspec.Raw) -> Message | Invalid:
+    try:
+        return _check(_single_decoder.decode(raw))
+    except msgspec.ValidationError:
+        return _invalid(raw)
+
+
+def _check(msg: Message) -> Message | Invalid:
+    rid = None if msg.id is msgspec.UNSET else msg.id
+    if msg.jsonrpc != "2.0":
+        return Invalid(rid, 'jsonrpc must be "2.0"')
+    if msg.method is not msgspec.UNSET:
+        if msg.id is None:
+            return Invalid(None, "request id must be a string or an integer, not null")
+        return msg
+    if msg.is_response and msg.id is not msgspec.UNSET:
+        return msg
+    return Invalid(rid, "not a request, notification or response")
+
+
+class _IdOnly(msgspec.Struct):
+    id: Any = None
+
+
+def _invalid(raw: msgspec.Raw) -> Invalid:
+    try:
+        rid = msgspec.json.decode(raw, type=_IdOnly).id
+    except msgspec.DecodeError:
+        rid = None
+    if not isinstance(rid, (int, str)) or isinstance(rid, bool):
+        rid = None
+    return Invalid(rid, "the message is not a valid JSON-RPC 2.0 request")
+
+
+# --- encoding -------------------------------------------------------------------------------
+
+class _Response(msgspec.Struct):
+    jsonrpc: str
+    id: Union[int, str]
+    result: Any
+
+
+class _ErrorResponse(msgspec.Struct):
+    jsonrpc: str
+    id: Union[int, str, None]
+    error: ErrorObject
+
+
+class _Notification(msgspec.Struct, omit_defaults=True):
+    jsonrpc: str
+    method: str
+    params: Any = msgspec.UNSET
+
+
+class _Request(msgspec.Struct, omit_defaults=True):
+    jsonrpc: str
+    id: Union[int, str]
+    method: str
+    params: Any = msgspec.UNSET
+
+
+def encode_result(request_id: RequestId, result: Any) -> bytes:
+    return _encoder.encode(_Response("2.0", request_id, result))
+
+
+def encode_error(request_id: RequestId | None, error: ProtocolError | ErrorObject) -> bytes:
+    obj = error.to_object() if isinstance(error, ProtocolError) else error
+    return _encoder.encode(_ErrorResponse("2.0", request_id, obj))
+
+
+def encode_notification(method: str, params: Any = msgspec.UNSET) -> bytes:
+    return _encoder.encode(_Notification("2.0", method, params))
+
+
+def encode_request(request_id: RequestId, method: str, params: Any = msgspec.UNSET) -> bytes:
+    return _encoder.encode(_Request("2.0", request_id, method, params))
+
+
+def encode_batch(frames: list[bytes]) -> bytes:
+    return b"[" + b",".join(frames) + b"]"
+
+
+def decode_params(raw: msgspec.Raw | msgspec.UnsetType, type_: type[Any]) -> Any:
+    """Decode a request's params into ``type_``; bad params become INVALID_PARAMS."""
+    data = b"{}" if raw is msgspec.UNSET else raw
+    try:
+        return msgspec.json.decode(data, type=type_)
+    except msgspec.ValidationError as exc:
+        raise ProtocolError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+    except msgspec.DecodeError:
+        raise ProtocolError(INVALID_PARAMS, "Invalid params: not valid JSON") from None

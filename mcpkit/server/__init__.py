@@ -1,0 +1,1 @@
+"""The server: registry built from plugins, request dispatch, per-request context."""

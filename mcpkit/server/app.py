@@ -1,0 +1,54 @@
+"""The application object: registry, settings and shared services for every transport."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._version import __version__
+from ..protocol.connection import ServerConnection
+from .mrtr import StateSealer
+from .registry import ChangeHub, Registry
+from .settings import Settings
+
+
+@dataclass
+class PluginInfo:
+    name: str
+    distribution: str | None = None
+    version: str | None = None
+    error: str | None = None
+    loaded: bool = False
+
+
+@dataclass
+class App:
+    registry: Registry
+    settings: Settings = field(default_factory=Settings)
+    plugins: list[PluginInfo] = field(default_factory=list)
+    hub: ChangeHub = field(default_factory=ChangeHub)
+
+    def __post_init__(self) -> None:
+        secret = self.settings.state_secret
+        self.sealer = StateSealer(secret.encode() if secret else None)
+        self.server_info = {"name": self.settings.name, "version": __version__}
+
+    def capabilities(self) -> dict[str, Any]:
+        reg = self.registry
+        caps: dict[str, Any] = {"logging": {}}
+        if reg.tools:
+            caps["tools"] = {"listChanged": True}
+        if reg.prompts:
+            caps["prompts"] = {"listChanged": True}
+        if reg.resources or reg.templates:
+            caps["resources"] = {"subscribe": True, "listChanged": True}
+        caps["completions"] = {}
+        return caps
+
+    def new_connection(self, *, allow_handshake: bool = True) -> ServerConnection:
+        return ServerConnection(
+            server_info=self.server_info,
+            capabilities=self.capabilities(),
+            instructions=self.settings.instructions,
+            allow_handshake=allow_handshake,
+        )

@@ -1,0 +1,213 @@
+"""The per-request context a tool, resource or prompt can ask for with a typed parameter."""
+
+from __future__ import annotations
+
+import typing
+from typing import TYPE_CHECKING, Any, Protocol
+
+import trio
+
+from ..protocol import jsonrpc
+from ..protocol.connection import RequestReceived
+from ..protocol.types import LOG_LEVELS
+from .errors import InputRequired, MissingCapability
+
+if TYPE_CHECKING:
+    from .app import App
+
+_CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+_RESPONSE_KEYS = {"elicitation/create": "action", "sampling/createMessage": "content", "roots/list": "roots"}
+
+
+class PeerError(Exception):
+    """The client answered a server request with an error, or could not be asked."""
+
+
+class Peer(Protocol):
+    """What a transport offers one request: a way back to the client."""
+
+    async def notify(self, data: bytes) -> None:
+        """Send a notification that belongs to this request (progress, log message)."""
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """Send a server-to-client request and wait for its result (handshake era)."""
+
+
+class Context:
+    """Progress, logging, client input and identity for the request being served."""
+
+    def __init__(
+        self,
+        app: "App",
+        request: RequestReceived,
+        peer: Peer,
+        *,
+        progress_token: Any = None,
+        input_responses: dict[str, Any] | None = None,
+        request_state: Any = None,
+        target: str = "",
+    ) -> None:
+        self._app = app
+        self._request = request
+        self._peer = peer
+        self._progress_token = progress_token
+        self._input_responses = input_responses or {}
+        self.request_state: Any = request_state
+        """The state this request's earlier round handed back (stateless era), else None."""
+        self._target = target
+        self.sync = SyncContext(self)
+
+    # -- identity ----------------------------------------------------------------------------
+    @property
+    def request_id(self) -> int | str:
+        return self._request.id
+
+    @property
+    def protocol_version(self) -> str:
+        return self._request.features.version
+
+    @property
+    def stateless(self) -> bool:
+        return self._request.features.stateless
+
+    @property
+    def client_info(self) -> dict[str, Any]:
+        return self._request.client_info
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        return self._request.client_capabilities
+
+    @property
+    def progress_token(self) -> Any:
+        return self._progress_token
+
+    # -- progress and logs -------------------------------------------------------------------
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Send ``notifications/progress`` if the client asked for progress on this request."""
+        if self._progress_token is None:
+            return
+        params: dict[str, Any] = {"progressToken": self._progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None and self._request.features.progress_message:
+            params["message"] = message
+        await self._peer.notify(jsonrpc.encode_notification("notifications/progress", params))
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send ``notifications/message`` when the client's level lets it through."""
+        if level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        threshold = self._request.log_level
+        if threshold is None:
+            if self.stateless:
+                return  # stateless: no log messages unless the request asked for them
+        elif LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger:
+            params["logger"] = logger
+        await self._peer.notify(jsonrpc.encode_notification("notifications/message", params))
+
+    async def debug(self, data: Any) -> None:
+        await self.log("debug", data)
+
+    async def info(self, data: Any) -> None:
+        await self.log("info", data)
+
+    async def warning(self, data: Any) -> None:
+        await self.log("warning", data)
+
+    async def error(self, data: Any) -> None:
+        await self.log("error", data)
+
+    # -- input from the client -----------------------------------------------------------------
+    def require_capability(self, *names: str) -> None:
+        """Raise (-> -32021 in the stateless era) unless the client declared these capabilities."""
+        missing = {n: {} for n in names if n not in self.client_capabilities}
+        if missing:
+            raise MissingCapability(missing)
+
+    async def request_input(self, requests: dict[str, tuple[str, dict[str, Any]]], *, state: Any = None) -> dict[str, Any]:
+        """Ask the client for several inputs at once: ``{key: (method, params)}`` -> ``{key: result}``.
+
+        Methods: ``elicitation/create``, ``sampling/createMessage``, ``roots/list``. In the
+        handshake era each is sent to the client as a request; in the stateless era the missing
+        ones end this round with an InputRequiredResult (and ``state`` sealed into
+        ``requestState``), and the client's retry brings the answers back.
+        """
+        if self.stateless:
+            answers: dict[str, Any] = {}
+            missing: dict[str, Any] = {}
+            for key, (method, params) in requests.items():
+                if key in self._input_responses:
+                    answers[key] = _check_response(key, method, self._input_responses[key])
+                else:
+                    missing[key] = {"method": method, "params": params}
+            if missing:
+                raise InputRequired(missing, self._app.sealer.seal(self._request.method, self._target, state) if state is not None else None)
+            return answers
+        out: dict[str, Any] = {}
+        for key, (method, params) in requests.items():
+            self.require_capability(_CAPABILITY_OF.get(method, method))
+            try:
+                out[key] = await self._peer.request(method, params)
+            except PeerError as exc:
+                raise RuntimeError(f"the client could not answer {method}: {exc}") from None
+        return out
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any], *, key: str = "elicitation") -> dict[str, Any]:
+        """Ask the user for structured input; returns ``{"action": ..., "content": ...}``."""
+        params: dict[str, Any] = {"message": message, "requestedSchema": requested_schema}
+        if self.protocol_version >= "2025-11-25":
+            params = {"mode": "form", **params}
+        return (await self.request_input({key: ("elicitation/create", params)}))[key]
+
+    async def sample(self, messages: list[dict[str, Any]] | str, *, max_tokens: int = 1000, key: str = "sampling", **extra: Any) -> dict[str, Any]:
+        """Ask the client's model for a completion; returns the CreateMessageResult."""
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+        params = {"messages": messages, "maxTokens": max_tokens, **extra}
+        return (await self.request_input({key: ("sampling/createMessage", params)}))[key]
+
+    async def list_roots(self, *, key: str = "roots") -> list[dict[str, Any]]:
+        """The client's roots (``[{"uri": ..., "name": ...}]``)."""
+        return list((await self.request_input({key: ("roots/list", {})}))[key].get("roots", []))
+
+    # -- change notifications ----------------------------------------------------------------------
+    async def notify_list_changed(self, kind: str) -> None:
+        """Tell listening clients that the ``tools``, ``prompts`` or ``resources`` list changed."""
+        self._app.hub.publish(f"{kind}/list_changed", None)
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        self._app.hub.publish("resources/updated", uri)
+
+
+def _check_response(key: str, method: str, value: Any) -> Any:
+    need = _RESPONSE_KEYS.get(method)
+    if not isinstance(value, dict) or (need is not None and need not in value):
+        raise jsonrpc.ProtocolError(jsonrpc.INVALID_PARAMS, f"Invalid params: inputResponses[{key!r}] is not a valid {method} result")
+    return value
+
+
+class SyncContext:
+    """Blocking twins of the context's methods, for code running in a worker thread."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        trio.from_thread.run(self._ctx.report_progress, progress, total, message)
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        trio.from_thread.run(self._ctx.log, level, data, logger)
+
+
+def is_context_annotation(ann: Any) -> bool:
+    """True for ``Context`` and ``Context | None``."""
+    if ann is Context:
+        return True
+    return any(a is Context for a in typing.get_args(ann)) and typing.get_origin(ann) is not None
+
+
+__all__ = ["Context", "Peer", "PeerError", "SyncContext", "is_context_annotation"]

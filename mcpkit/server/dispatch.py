@@ -1,0 +1,293 @@
+"""Request -> handler dispatch: one path from a decoded request to the encoded answer."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import logging
+from typing import Any, Awaitable, Callable
+
+import msgspec
+import trio
+
+from ..protocol import jsonrpc
+from ..protocol.connection import RequestReceived
+from ..protocol.jsonrpc import ProtocolError
+from ..protocol.types import (
+    META_SERVER_INFO,
+    META_SUBSCRIPTION_ID,
+    CallToolParams,
+    CompleteParams,
+    GetPromptParams,
+    ListenParams,
+    PaginatedParams,
+    ReadResourceParams,
+    ResourceLink,
+    AudioContent,
+    TextContent,
+)
+from ..protocol.versions import STATELESS_VERSIONS, Features
+from .app import App
+from .context import Context, Peer
+from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolError
+
+log = logging.getLogger("mcpkit.server")
+
+Handler = Callable[[RequestReceived, Peer], Awaitable[Any]]
+_CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover"})
+
+
+class Dispatcher:
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.handlers: dict[str, Handler] = {
+            "tools/list": self.list_tools,
+            "tools/call": self.call_tool,
+            "resources/list": self.list_resources,
+            "resources/templates/list": self.list_templates,
+            "resources/read": self.read_resource,
+            "prompts/list": self.list_prompts,
+            "prompts/get": self.get_prompt,
+            "completion/complete": self.complete,
+            "server/discover": self.discover,
+            "subscriptions/listen": self.listen,
+        }
+
+    async def handle(self, req: RequestReceived, peer: Peer) -> bytes:
+        """Answer one request. Errors become JSON-RPC errors; nothing internal leaks out."""
+        try:
+            handler = self.handlers.get(req.method)
+            if handler is None or (req.method in ("server/discover", "subscriptions/listen") and not req.features.stateless):
+                raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
+            result = await handler(req, peer)
+            return jsonrpc.encode_result(req.id, self._finish(req, result))
+        except ProtocolError as exc:
+            return jsonrpc.encode_error(req.id, exc)
+        except MissingCapability as exc:
+            return jsonrpc.encode_error(req.id, ProtocolError(jsonrpc.MISSING_CLIENT_CAPABILITY, str(exc), {"requiredCapabilities": exc.required}))
+        except Exception:
+            log.exception("internal error while serving %s", req.method)
+            return jsonrpc.encode_error(req.id, ProtocolError(jsonrpc.INTERNAL_ERROR, "Internal error"))
+
+    def _finish(self, req: RequestReceived, result: dict[str, Any]) -> dict[str, Any]:
+        """Add the stateless era's result fields."""
+        if not req.features.result_type:
+            return result
+        result.setdefault("resultType", "complete")
+        meta = result.setdefault("_meta", {})
+        meta[META_SERVER_INFO] = self.app.server_info
+        if req.method in _CACHEABLE:
+            result["ttlMs"] = self.app.settings.cache_ttl_ms
+            result["cacheScope"] = self.app.settings.cache_scope
+        return result
+
+    # -- lists ---------------------------------------------------------------------------------
+    def _page(self, req: RequestReceived, items: list[Any], key: str, describe: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        params = jsonrpc.decode_params(req.params, PaginatedParams)
+        start = 0
+        if isinstance(params.cursor, str):
+            try:
+                start = int(base64.urlsafe_b64decode(params.cursor.encode()).decode())
+                assert 0 <= start <= len(items)
+            except Exception:
+                raise ProtocolError(jsonrpc.INVALID_PARAMS, "Invalid params: unknown cursor") from None
+        size = self.app.settings.page_size
+        out: dict[str, Any] = {key: [describe(i) for i in items[start : start + size]]}
+        if start + size < len(items):
+            out["nextCursor"] = base64.urlsafe_b64encode(str(start + size).encode()).decode()
+        return out
+
+    async def list_tools(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        f = req.features
+        describe = functools.partial(_describe_tool, f)
+        return self._page(req, list(self.app.registry.tools.values()), "tools", describe)
+
+    async def list_resources(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        listed = [r for r in self.app.registry.resources if r.listed]
+        return self._page(req, listed, "resources", lambda r: r.describe(titles=req.features.titles))
+
+    async def list_templates(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        return self._page(req, self.app.registry.templates, "resourceTemplates", lambda r: r.describe(titles=req.features.titles))
+
+    async def list_prompts(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        return self._page(req, list(self.app.registry.prompts.values()), "prompts", lambda p: p.describe(titles=req.features.titles))
+
+    # -- tools ---------------------------------------------------------------------------------
+    async def call_tool(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        params = jsonrpc.decode_params(req.params, CallToolParams)
+        tool = self.app.registry.tools.get(params.name)
+        if tool is None:
+            raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        ctx = self._context(req, peer, params, params.name)
+        try:
+            kwargs = tool.parse_arguments(params.arguments)
+        except ValueError as exc:
+            message = f"Invalid arguments for tool {tool.name}: {exc}"
+            if req.features.input_errors_as_results:
+                return _error_result(message)
+            raise ProtocolError(jsonrpc.INVALID_PARAMS, message) from None
+        if tool.context_param:
+            kwargs[tool.context_param] = ctx
+        timeout = tool.timeout or self.app.settings.default_timeout
+        with trio.move_on_after(timeout) as scope:
+            try:
+                value = await _invoke(tool.fn, tool.is_async, kwargs)
+                out = tool.to_result(value)
+            except InputRequired as exc:
+                return _input_required(req, exc)
+            except (ProtocolError, MissingCapability):
+                if req.features.stateless:
+                    raise
+                return _error_result(f"Tool {tool.name} needs a client capability the client did not declare")
+            except ToolError as exc:
+                return _error_result(str(exc))
+            except Exception as exc:
+                log.warning("tool %s raised %s: %s", tool.name, type(exc).__name__, exc)
+                return _error_result(str(exc) or type(exc).__name__)
+        if scope.cancelled_caught:
+            return _error_result(f"Tool {tool.name} timed out after {timeout:g} s")
+        result: dict[str, Any] = {"content": _content_for(req.features, out.content)}
+        if out.structured is not msgspec.UNSET and req.features.structured_output:
+            result["structuredContent"] = out.structured
+        result["isError"] = out.is_error
+        if out.meta:
+            result["_meta"] = dict(out.meta)
+        return result
+
+    def _context(self, req: RequestReceived, peer: Peer, params: Any, target: str) -> Context:
+        meta = params.meta if isinstance(params.meta, dict) else {}
+        responses = params.inputResponses if isinstance(params.inputResponses, dict) else None
+        state = None
+        if isinstance(params.requestState, str) and req.features.stateless:
+            try:
+                state = self.app.sealer.open(req.method, target, params.requestState)
+            except ValueError as exc:
+                raise ProtocolError(jsonrpc.INVALID_PARAMS, str(exc)) from None
+        return Context(
+            self.app, req, peer, progress_token=meta.get("progressToken"),
+            input_responses=responses, request_state=state, target=target,
+        )
+
+    # -- resources -----------------------------------------------------------------------------
+    async def read_resource(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        params = jsonrpc.decode_params(req.params, ReadResourceParams)
+        found = self.app.registry.find_resource(params.uri)
+        try:
+            if found is None:
+                raise ResourceNotFound(params.uri)
+            res, variables = found
+            value = await _invoke(res.fn, res.is_async, variables)
+        except ResourceNotFound as exc:
+            code = jsonrpc.INVALID_PARAMS if req.features.stateless else jsonrpc.RESOURCE_NOT_FOUND_LEGACY
+            raise ProtocolError(code, str(exc), {"uri": params.uri}) from None
+        except Exception as exc:
+            log.warning("resource reader for %s raised %s: %s", params.uri, type(exc).__name__, exc)
+            raise ProtocolError(jsonrpc.INTERNAL_ERROR, f"Could not read {params.uri}: {exc}") from None
+        return {"contents": res.to_contents(params.uri, value)}
+
+    # -- prompts -------------------------------------------------------------------------------
+    async def get_prompt(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        params = jsonrpc.decode_params(req.params, GetPromptParams)
+        prompt = self.app.registry.prompts.get(params.name)
+        if prompt is None:
+            raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown prompt: {params.name}")
+        try:
+            kwargs = prompt.parse_arguments(params.arguments)
+        except ValueError as exc:
+            raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Invalid arguments for prompt {prompt.name}: {exc}") from None
+        if prompt.context_param:
+            kwargs[prompt.context_param] = self._context(req, peer, params, params.name)
+        try:
+            value = await _invoke(prompt.fn, prompt.is_async, kwargs)
+        except InputRequired as exc:
+            return _input_required(req, exc)
+        except (ProtocolError, MissingCapability):
+            raise
+        except Exception as exc:
+            log.warning("prompt %s raised %s: %s", prompt.name, type(exc).__name__, exc)
+            raise ProtocolError(jsonrpc.INTERNAL_ERROR, f"Prompt {prompt.name} failed: {exc}") from None
+        messages, description = prompt.to_messages(value)
+        for m in messages:
+            m.content = _content_for(req.features, [m.content])[0]
+        result: dict[str, Any] = {"messages": messages}
+        if description or prompt.description:
+            result["description"] = description or prompt.description
+        return result
+
+    async def complete(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        params = jsonrpc.decode_params(req.params, CompleteParams)
+        ref = params.ref.name if params.ref.type == "ref/prompt" else params.ref.uri
+        context = params.context.arguments if not isinstance(params.context, msgspec.UnsetType) else {}
+        values: list[str] = []
+        for comp in self.app.registry.completions:
+            if isinstance(ref, str) and comp.matches(params.ref.type, ref, params.argument.name):
+                try:
+                    values = list(await _invoke(comp.fn, comp.is_async, {"argument": params.argument.name, "value": params.argument.value, "context": context}))
+                except Exception as exc:
+                    log.warning("completion for %s raised %s: %s", ref, type(exc).__name__, exc)
+                    raise ProtocolError(jsonrpc.INTERNAL_ERROR, f"Completion failed: {exc}") from None
+                break
+        return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
+
+    # -- stateless era -------------------------------------------------------------------------
+    async def discover(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        out: dict[str, Any] = {"supportedVersions": list(STATELESS_VERSIONS), "capabilities": self.app.capabilities()}
+        if self.app.settings.instructions:
+            out["instructions"] = self.app.settings.instructions
+        return out
+
+    async def listen(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        """Hold a subscription open, forwarding the change events the client opted in to."""
+        wanted = jsonrpc.decode_params(req.params, ListenParams).notifications
+        tag = {META_SUBSCRIPTION_ID: req.id}
+        honored = msgspec.to_builtins(wanted)
+        await peer.notify(jsonrpc.encode_notification("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": honored}))
+        uris = set(honored.get("resourceSubscriptions", []))
+        with self.app.hub.listen() as events:
+            async for event, arg in events:
+                if event == "resources/updated":
+                    if arg in uris:
+                        await peer.notify(jsonrpc.encode_notification("notifications/resources/updated", {"_meta": tag, "uri": arg}))
+                    continue
+                kind = event.split("/", 1)[0]
+                if honored.get(f"{kind}ListChanged"):
+                    await peer.notify(jsonrpc.encode_notification(f"notifications/{event}", {"_meta": tag}))
+        return {"_meta": dict(tag)}  # the server ended the subscription (shutdown)
+
+
+async def _invoke(fn: Callable[..., Any], is_async: bool, kwargs: dict[str, Any]) -> Any:
+    if is_async:
+        return await fn(**kwargs)
+    return await trio.to_thread.run_sync(functools.partial(fn, **kwargs), abandon_on_cancel=True)
+
+
+def _error_result(message: str) -> dict[str, Any]:
+    return {"content": [TextContent(text=message)], "isError": True}
+
+
+def _input_required(req: RequestReceived, exc: InputRequired) -> dict[str, Any]:
+    if not req.features.stateless:
+        raise RuntimeError("input can only be requested this way in the stateless era")
+    out: dict[str, Any] = {"resultType": "input_required", "inputRequests": exc.requests}
+    if exc.state is not None:
+        out["requestState"] = exc.state
+    return out
+
+
+def _describe_tool(f: Features, tool: Any) -> dict[str, Any]:
+    return tool.describe(titles=f.titles, annotations=f.tool_annotations, structured=f.structured_output)
+
+
+def _content_for(f: Features, content: list[Any]) -> list[Any]:
+    """Replace content blocks the revision cannot carry with a text stand-in."""
+    if f.resource_links and f.audio:
+        return content
+    out: list[Any] = []
+    for block in content:
+        if isinstance(block, ResourceLink) and not f.resource_links:
+            out.append(TextContent(text=f"Resource: {block.uri}"))
+        elif isinstance(block, AudioContent) and not f.audio:
+            out.append(TextContent(text=f"[audio content ({block.mimeType}) not supported by protocol {f.version}]"))
+        else:
+            out.append(block)
+    return out

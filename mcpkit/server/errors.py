@@ -1,0 +1,35 @@
+"""Exceptions plugin code raises to shape what the client sees."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ToolError(Exception):
+    """Raise from a tool to return an ``isError`` result with this message (no traceback)."""
+
+
+class ResourceNotFound(Exception):
+    """Raise from a resource reader when the URI names nothing."""
+
+    def __init__(self, uri: str, message: str | None = None) -> None:
+        super().__init__(message or f"Resource not found: {uri}")
+        self.uri = uri
+
+
+class MissingCapability(Exception):
+    """The request needs a client capability the client did not declare."""
+
+    def __init__(self, required: dict[str, Any]) -> None:
+        names = ", ".join(sorted(required))
+        super().__init__(f"The client did not declare the required capabilities: {names}")
+        self.required = required
+
+
+class InputRequired(Exception):
+    """Stateless era: the request needs client input first (becomes an InputRequiredResult)."""
+
+    def __init__(self, requests: dict[str, Any], state: str | None = None) -> None:
+        super().__init__("input required")
+        self.requests = requests
+        self.state = state

@@ -1,0 +1,107 @@
+"""Everything the plugins offer, in a stable order, with who offered it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from .prompts import CompletionDef, PromptDef
+from .resources import ResourceDef
+from .tools import ToolDef
+
+
+class DuplicateName(Exception):
+    """Two plugins offer the same tool, prompt or resource."""
+
+
+@dataclass
+class Registry:
+    tools: dict[str, ToolDef] = field(default_factory=dict)
+    prompts: dict[str, PromptDef] = field(default_factory=dict)
+    resources: list[ResourceDef] = field(default_factory=list)
+    templates: list[ResourceDef] = field(default_factory=list)
+    completions: list[CompletionDef] = field(default_factory=list)
+    owner: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, name) -> plugin
+
+    def _claim(self, kind: str, name: str, plugin: str) -> None:
+        other = self.owner.get((kind, name))
+        if other is not None:
+            raise DuplicateName(f"{kind} {name!r} is offered by both plugin {other!r} and plugin {plugin!r}")
+        self.owner[(kind, name)] = plugin
+
+    def add(self, item: Any, plugin: str) -> None:
+        if isinstance(item, ToolDef):
+            self._claim("tool", item.name, plugin)
+            self.tools[item.name] = item
+        elif isinstance(item, PromptDef):
+            self._claim("prompt", item.name, plugin)
+            self.prompts[item.name] = item
+        elif isinstance(item, ResourceDef):
+            self._claim("resource", item.uri, plugin)
+            (self.templates if item.is_template else self.resources).append(item)
+        elif isinstance(item, CompletionDef):
+            self.completions.append(item)
+        else:
+            raise TypeError(f"plugin {plugin!r} returned {item!r}, which is not a tool, resource, prompt or completion")
+
+    def remove_tool(self, name: str) -> None:
+        self.tools.pop(name, None)
+        self.owner.pop(("tool", name), None)
+
+    def find_resource(self, uri: str) -> tuple[ResourceDef, dict[str, str]] | None:
+        for res in self.resources:
+            if res.uri == uri:
+                return res, {}
+        for tpl in self.templates:
+            found = tpl.match(uri)
+            if found is not None:
+                return tpl, found
+        return None
+
+    def items_of(self, plugin: str) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {"tools": [], "resources": [], "prompts": []}
+        kinds = {"tool": "tools", "resource": "resources", "prompt": "prompts"}
+        for (kind, name), owner in self.owner.items():
+            if owner == plugin:
+                out[kinds[kind]].append(name)
+        return out
+
+
+class ChangeHub:
+    """Fans change events (list_changed, resource updated) out to every listener."""
+
+    def __init__(self) -> None:
+        self._listeners: set[trio.MemorySendChannel[tuple[str, Any]]] = set()
+
+    def publish(self, event: str, arg: Any) -> None:
+        for chan in list(self._listeners):
+            try:
+                chan.send_nowait((event, arg))
+            except trio.WouldBlock:
+                pass  # a listener that stopped reading loses change hints, never blocks the server
+            except trio.BrokenResourceError:
+                self._listeners.discard(chan)
+
+    def listen(self) -> "_Listening":
+        return _Listening(self)
+
+    def close(self) -> None:
+        for chan in list(self._listeners):
+            chan.close()
+        self._listeners.clear()
+
+
+class _Listening:
+    def __init__(self, hub: ChangeHub) -> None:
+        self._hub = hub
+        self._send, self.receive = trio.open_memory_channel[tuple[str, Any]](64)
+
+    def __enter__(self) -> trio.MemoryReceiveChannel[tuple[str, Any]]:
+        self._hub._listeners.add(self._send)
+        return self.receive
+
+    def __exit__(self, *exc: object) -> None:
+        self._hub._listeners.discard(self._send)
+        self._send.close()

@@ -1,0 +1,192 @@
+"""Tool definitions: the ``@mcpkit.tool`` decorator, schemas, argument checks, result shaping."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import inspect
+import typing
+from typing import Any, Callable, Mapping
+
+import msgspec
+
+from ..protocol.types import CONTENT_TYPES, EmbeddedResource, TextContent
+from .schema import explain, inline_schema, is_object_schema, param_struct, unwrap_optional
+
+
+@dataclasses.dataclass
+class ToolResult:
+    """What a tool may return for full control over the result."""
+
+    content: list[Any] = dataclasses.field(default_factory=list)
+    structured: Any = msgspec.UNSET
+    is_error: bool = False
+    meta: dict[str, Any] | None = None
+
+
+class ToolDef:
+    """A tool as the registry keeps it. Calling it calls the wrapped function."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        input_schema: dict[str, Any] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        from .context import is_context_annotation  # context imports tools' neighbours
+
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.title = title
+        self.description = description if description is not None else (inspect.getdoc(fn) or "")
+        self.annotations = dict(annotations) if annotations else None
+        self.timeout = timeout
+        self.meta = meta
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.args_type, self.context_param, _ = param_struct(fn, _camel(self.name), is_context_annotation)
+        self.input_schema = input_schema if input_schema is not None else inline_schema(self.args_type)
+        self.input_schema.setdefault("type", "object")
+        self.input_schema.setdefault("properties", {})
+        self._fields = self.args_type.__struct_fields__
+        self.output_schema, self._wrap_output = _output_schema(fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<mcpkit tool {self.name!r}>"
+
+    def parse_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Validate the client's arguments; raise ValueError naming the field and rule."""
+        try:
+            args = msgspec.convert(arguments or {}, self.args_type, str_keys=True)
+        except msgspec.ValidationError as exc:
+            raise ValueError(explain(exc)) from None
+        return {f: getattr(args, f) for f in self._fields}
+
+    def describe(self, *, titles: bool, annotations: bool, structured: bool) -> dict[str, Any]:
+        """The tools/list entry, shaped for the revision's feature set."""
+        out: dict[str, Any] = {"name": self.name}
+        if titles and self.title:
+            out["title"] = self.title
+        out["description"] = self.description
+        out["inputSchema"] = self.input_schema
+        if structured and self.output_schema is not None:
+            out["outputSchema"] = self.output_schema
+        if annotations and self.annotations:
+            out["annotations"] = self.annotations
+        if titles and self.meta:
+            out["_meta"] = self.meta
+        return out
+
+    def to_result(self, value: Any) -> ToolResult:
+        """Convert what the function returned into content (and structured content)."""
+        if isinstance(value, ToolResult):
+            return value
+        if self.output_schema is not None and not _is_content(value):
+            structured = msgspec.to_builtins(value)
+            if self._wrap_output:
+                structured = {"result": structured}
+            text = msgspec.json.encode(structured).decode()
+            return ToolResult([TextContent(text=text)], structured)
+        return ToolResult(to_content(value))
+
+
+def to_content(value: Any) -> list[Any]:
+    """Turn a return value into a list of content blocks."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [TextContent(text=value)]
+    if isinstance(value, CONTENT_TYPES):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, CONTENT_TYPES + (str,)) for v in value):
+        return [TextContent(text=v) if isinstance(v, str) else v for v in value]
+    if isinstance(value, bytes):
+        return [EmbeddedResource(resource=_blob(value))]
+    return [TextContent(text=msgspec.json.encode(msgspec.to_builtins(value)).decode())]
+
+
+def _blob(data: bytes) -> Any:
+    from ..protocol.types import BlobResourceContents
+
+    return BlobResourceContents(uri="data:application/octet-stream", blob=base64.b64encode(data).decode())
+
+
+def _is_content(value: Any) -> bool:
+    return isinstance(value, CONTENT_TYPES) or (
+        isinstance(value, list) and bool(value) and all(isinstance(v, CONTENT_TYPES) for v in value)
+    )
+
+
+_PLAIN = (str, type(None), Any, bytes)
+
+
+def _output_schema(fn: Callable[..., Any]) -> tuple[dict[str, Any] | None, bool]:
+    """outputSchema from the return annotation; the bool says whether values get wrapped."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    ret = hints.get("return", inspect.Signature.empty)
+    if ret is inspect.Signature.empty or ret in _PLAIN or ret is ToolResult:
+        return None, False
+    for member in unwrap_optional(ret):
+        if member in CONTENT_TYPES or member is ToolResult:
+            return None, False
+        origin = typing.get_origin(member)
+        if origin in (list, tuple) and any(a in CONTENT_TYPES for a in _flat_args(member)):
+            return None, False
+    try:
+        schema = inline_schema(ret)
+    except (TypeError, ValueError):
+        return None, False  # not a type msgspec can describe: plain text output
+    if is_object_schema(schema) and type(None) not in unwrap_optional(ret):
+        return schema, False
+    defs = schema.pop("$defs", None)
+    wrapped: dict[str, Any] = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    if defs:
+        wrapped["$defs"] = defs
+    return wrapped, True
+
+
+def _flat_args(tp: Any) -> list[Any]:
+    out: list[Any] = []
+    for arg in typing.get_args(tp):
+        out.extend(unwrap_optional(arg))
+    return out
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.replace("-", "_").replace(".", "_").split("_"))
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    annotations: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    input_schema: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Any:
+    """Declare a function (``async def`` or plain ``def``) as an MCP tool.
+
+    Usable bare (``@mcpkit.tool``) or with options (``@mcpkit.tool(timeout=5)``). The input schema
+    comes from the signature, the output schema from the return annotation, the description from
+    the docstring. ``input_schema`` replaces the generated schema verbatim (arguments are then
+    passed through as given, still checked against the signature).
+    """
+
+    def wrap(f: Callable[..., Any]) -> ToolDef:
+        return ToolDef(
+            f, name=name, title=title, description=description, annotations=annotations,
+            timeout=timeout, input_schema=input_schema, meta=meta,
+        )
+
+    return wrap(fn) if fn is not None else wrap

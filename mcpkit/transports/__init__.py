@@ -1,0 +1,1 @@
+"""Transports move bytes and call the protocol core; nothing protocol-specific lives here."""

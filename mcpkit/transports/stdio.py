@@ -1,0 +1,219 @@
+"""stdio transport: newline-delimited JSON-RPC on stdin/stdout, requests served concurrently."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from typing import Any, AsyncIterator
+
+import trio
+
+from ..protocol import jsonrpc
+from ..protocol.connection import (
+    Batch, CancelRequested, Event, NotificationReceived, Reply, RequestReceived, ResponseReceived, ServerConnection,
+)
+from ..server.app import App
+from ..server.context import PeerError
+from ..server.dispatch import Dispatcher
+
+log = logging.getLogger("mcpkit.stdio")
+MAX_LINE = 64 * 1024 * 1024
+EOF_GRACE_S = 2.0
+
+
+class _Out:
+    """Serialised writes of whole lines to stdout."""
+
+    def __init__(self, stream: trio.abc.SendStream) -> None:
+        self._stream = stream
+        self._lock = trio.StrictFIFOLock()
+
+    async def write(self, data: bytes) -> None:
+        async with self._lock:
+            await self._stream.send_all(data + b"\n")
+
+
+class _Pending:
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.response: ResponseReceived | None = None
+
+
+class StdioSession:
+    """One stdio process = one connection; every request runs in its own task."""
+
+    def __init__(self, app: App, out: _Out) -> None:
+        self.app = app
+        self.out = out
+        self.conn: ServerConnection = app.new_connection()
+        self.dispatcher = Dispatcher(app)
+        self.in_flight: dict[Any, trio.CancelScope] = {}
+        self.pending: dict[Any, _Pending] = {}
+
+    # Peer protocol (one peer serves every request on stdio)
+    async def notify(self, data: bytes) -> None:
+        await self.out.write(data)
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        rid = self.conn.next_request_id()
+        waiter = self.pending[rid] = _Pending()
+        try:
+            await self.out.write(jsonrpc.encode_request(rid, method, params))
+            await waiter.done.wait()
+        finally:
+            self.pending.pop(rid, None)
+        resp = waiter.response
+        assert resp is not None
+        if resp.error is not None:
+            raise PeerError(f"{resp.error.message} ({resp.error.code})")
+        return resp.result
+
+    async def handle(self, events: list[Event], nursery: trio.Nursery) -> None:
+        for ev in events:
+            if isinstance(ev, RequestReceived):
+                nursery.start_soon(self._serve, ev)
+            elif isinstance(ev, Reply):
+                await self.out.write(ev.data)
+            elif isinstance(ev, CancelRequested):
+                scope = self.in_flight.get(ev.request_id)
+                if scope is not None:
+                    scope.cancel()
+            elif isinstance(ev, ResponseReceived):
+                waiter = self.pending.get(ev.id)
+                if waiter is not None:
+                    waiter.response = ev
+                    waiter.done.set()
+            elif isinstance(ev, Batch):
+                nursery.start_soon(self._serve_batch, ev)
+            elif isinstance(ev, NotificationReceived):
+                pass  # roots/list_changed, progress from the client: nothing to do
+
+    async def _serve(self, req: RequestReceived) -> None:
+        data = await self._answer(req)
+        if data is not None:
+            await self.out.write(data)
+
+    async def _answer(self, req: RequestReceived) -> bytes | None:
+        with trio.CancelScope() as scope:
+            self.in_flight[req.id] = scope
+            try:
+                return await self.dispatcher.handle(req, self)
+            finally:
+                self.in_flight.pop(req.id, None)
+        return None  # cancelled by the client: no response follows
+
+    async def _serve_batch(self, batch: Batch) -> None:
+        answers: list[bytes] = []
+
+        async def one(req: RequestReceived) -> None:
+            data = await self._answer(req)
+            if data is not None:
+                answers.append(data)
+
+        async with trio.open_nursery() as nursery:
+            for ev in batch.events:
+                if isinstance(ev, RequestReceived):
+                    nursery.start_soon(one, ev)
+                elif isinstance(ev, Reply):
+                    answers.append(ev.data)
+                else:
+                    await self.handle([ev], nursery)
+        if answers:
+            await self.out.write(jsonrpc.encode_batch(answers))
+
+    async def forward_changes(self) -> None:
+        """Handshake era: send list_changed / resources/updated to an initialized client."""
+        with self.app.hub.listen() as events:
+            async for event, arg in events:
+                if self.conn.version is None:
+                    continue
+                if event == "resources/updated":
+                    if arg in self.conn.subscriptions:
+                        await self.out.write(jsonrpc.encode_notification("notifications/resources/updated", {"uri": arg}))
+                else:
+                    await self.out.write(jsonrpc.encode_notification(f"notifications/{event}"))
+
+
+async def _lines(stream: trio.abc.ReceiveStream) -> AsyncIterator[bytes]:
+    buf = bytearray()
+    while True:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            break
+        buf += chunk
+        if b"\n" not in chunk:
+            if len(buf) > MAX_LINE:
+                log.error("dropping an input line longer than %d bytes", MAX_LINE)
+                buf.clear()
+            continue
+        *lines, rest = bytes(buf).split(b"\n")
+        buf = bytearray(rest)
+        for line in lines:
+            line = line.strip()
+            if line:
+                yield line
+    if buf.strip():
+        yield bytes(buf).strip()
+
+
+class _ThreadStream(trio.abc.HalfCloseableStream):
+    """stdin/stdout through worker threads, for terminals (non-blocking mode would leak to the shell)."""
+
+    def __init__(self, rfile: Any, wfile: Any) -> None:
+        self._r, self._w = rfile, wfile
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        return await trio.to_thread.run_sync(self._r.read1, max_bytes or 65536, abandon_on_cancel=True)
+
+    async def send_all(self, data: bytes) -> None:
+        def write() -> None:
+            self._w.write(data)
+            self._w.flush()
+
+        await trio.to_thread.run_sync(write)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        return None
+
+    async def send_eof(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _std_streams() -> tuple[trio.abc.ReceiveStream, trio.abc.SendStream]:
+    if sys.stdin.isatty() or sys.stdout.isatty():
+        s = _ThreadStream(sys.stdin.buffer, sys.stdout.buffer)
+        return s, s
+    return trio.lowlevel.FdStream(os.dup(0)), trio.lowlevel.FdStream(os.dup(1))
+
+
+async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, stdout: trio.abc.SendStream | None = None) -> None:
+    """Serve until stdin closes or SIGTERM/SIGINT arrives; in-flight work is then cancelled."""
+    if stdin is None or stdout is None:
+        stdin, stdout = _std_streams()
+    session = StdioSession(app, _Out(stdout))
+    try:
+        async with trio.open_nursery() as outer:
+            outer.start_soon(_on_signal, outer.cancel_scope)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(session.forward_changes)
+                async for line in _lines(stdin):
+                    await session.handle(session.conn.receive(line), nursery)
+                # EOF: give in-flight requests a moment to answer, then cancel them
+                app.hub.close()
+                nursery.cancel_scope.deadline = trio.current_time() + EOF_GRACE_S
+            outer.cancel_scope.cancel()
+    except* trio.BrokenResourceError:
+        log.info("stdout closed; stopping")
+
+
+async def _on_signal(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("received %s; stopping", signal.Signals(signum).name)
+            scope.cancel()
+            return
