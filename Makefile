@@ -1,0 +1,30 @@
+# mcpkit developer commands. `make serve` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.mcpkit-installed
+PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
+EDITABLES   := -e '.[test]' $(foreach p,$(PLUGIN_DIRS),-e $(p)) -e examples/hello-plugin
+
+.PHONY: install serve test bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) examples/hello-plugin/pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "mcpkit needs Python >= 3.11"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(EDITABLES)
+	@touch $@
+
+serve: install
+	@$(VENV)/bin/mcpkit serve
+
+test: install
+	$(VENV)/bin/pytest -q
+
+bench: install
+	$(PY) bench/bench_stdio.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache
