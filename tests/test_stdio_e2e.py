@@ -204,3 +204,41 @@ def test_exit_0_on_eof_and_sigterm() -> None:
         time.sleep(0.2)
         assert srv.terminate() == 0
         assert b"Traceback" not in srv.stderr
+
+
+def test_elicitation_handshake_era_is_a_server_request(hello: Server) -> None:
+    hello.initialize(capabilities={"elicitation": {}})
+    hello.send({"jsonrpc": "2.0", "id": "ask", "method": "tools/call", "params": {"name": "ask_name", "arguments": {}}})
+    ask = hello.recv()
+    assert ask["method"] == "elicitation/create" and ask["params"]["requestedSchema"]["required"] == ["name"]
+    hello.send({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": "Lin"}}})
+    assert hello.recv()["result"]["content"][0]["text"] == "Hello, Lin!"
+
+
+def test_elicitation_without_capability_is_a_tool_error(hello: Server) -> None:
+    hello.initialize()
+    reply = hello.request("tools/call", {"name": "ask_name", "arguments": {}})["result"]
+    assert reply["isError"] is True
+
+
+def test_elicitation_stateless_is_a_multi_round_trip(hello: Server) -> None:
+    meta = modern_meta()
+    meta["io.modelcontextprotocol/clientCapabilities"] = {"elicitation": {}}
+    first = hello.request("tools/call", {"name": "ask_name", "arguments": {}, "_meta": meta})["result"]
+    assert first["resultType"] == "input_required"
+    assert first["inputRequests"]["name"]["method"] == "elicitation/create"
+    retry = {"name": "ask_name", "arguments": {}, "_meta": meta, "inputResponses": {"name": {"action": "accept", "content": {"name": "Mo"}}}}
+    done = hello.request("tools/call", retry)["result"]
+    assert done["resultType"] == "complete" and done["content"][0]["text"] == "Hello, Mo!"
+    retry["inputResponses"] = {"name": 12345}
+    assert hello.request("tools/call", retry)["error"]["code"] == -32602
+
+
+def test_subscriptions_listen_on_stdio(hello: Server) -> None:
+    hello.send({"jsonrpc": "2.0", "id": 77, "method": "subscriptions/listen", "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": True}}})
+    ack = hello.recv()
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 77
+    assert ack["params"]["notifications"] == {"toolsListChanged": True}
+    hello.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 77}})
+    assert hello.request("tools/list", {"_meta": modern_meta()})["result"]["tools"]

@@ -69,7 +69,7 @@ class ProtocolError(Exception):
 
 
 _single_decoder = msgspec.json.Decoder(Message)
-_raw_decoder = msgspec.json.Decoder(Union[list[msgspec.Raw], msgspec.Raw])
+_batch_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _encoder = msgspec.json.Encoder()
 
 
@@ -92,12 +92,11 @@ def decode(data: bytes) -> Message | list[Message | Invalid] | Invalid:
             raise ProtocolError(PARSE_ERROR, "Parse error: the message is not valid JSON") from None
     # Valid JSON, not a single well-formed message: a batch, or an invalid request.
     try:
-        top = _raw_decoder.decode(data)
+        if data.lstrip()[:1] == b"[":
+            return [_decode_member(item) for item in _batch_decoder.decode(data)]
+        return _invalid(data)
     except msgspec.DecodeError:
         raise ProtocolError(PARSE_ERROR, "Parse error: the message is not valid JSON") from None
-    if isinstance(top, list):
-        return [_decode_member(item) for item in top]
-    return _invalid(top)
 
 
 def _decode_member(raw: msgspec.Raw) -> Message | Invalid:
@@ -124,10 +123,10 @@ class _IdOnly(msgspec.Struct):
     id: Any = None
 
 
-def _invalid(raw: msgspec.Raw) -> Invalid:
+def _invalid(raw: msgspec.Raw | bytes) -> Invalid:
     try:
         rid = msgspec.json.decode(raw, type=_IdOnly).id
-    except msgspec.DecodeError:
+    except msgspec.ValidationError:
         rid = None
     if not isinstance(rid, (int, str)) or isinstance(rid, bool):
         rid = None

@@ -66,6 +66,20 @@ async def sleepy(seconds: float = 1.0) -> str:
     return f"slept {seconds} s"
 
 
+@mcpkit.tool
+async def ask_name(ctx: mcpkit.Context) -> str:
+    """Ask the user for their name (elicitation), then greet them.
+
+    Works in every era: a server request in the handshake era, an input-required round trip
+    in the stateless one.
+    """
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    answer = await ctx.elicit("What is your name?", schema, key="name")
+    if answer.get("action") != "accept":
+        return "No name given."
+    return f"Hello, {answer['content']['name']}!"
+
+
 @mcpkit.resource("hello://greeting", name="greeting", mime_type="text/plain", description="A friendly greeting")
 def greeting() -> str:
     return "Hello from the hello plugin!"
@@ -89,7 +103,7 @@ def complete_style(argument: str, value: str, context: dict[str, str]) -> list[s
 
 @mcpkit.hookimpl
 def mcpkit_tools(config: dict) -> list:
-    return [greet, count, forecast, word_count, fail, sleepy]
+    return [greet, count, forecast, word_count, fail, sleepy, ask_name]
 
 
 @mcpkit.hookimpl
