@@ -33,6 +33,18 @@ class Peer(Protocol):
         """Send a server-to-client request and wait for its result (handshake era)."""
 
 
+class InFlight:
+    """The requests of one connection that are still running, by id, for cancellation."""
+
+    def __init__(self) -> None:
+        self.scopes: dict[Any, trio.CancelScope] = {}
+
+    def cancel(self, request_id: Any) -> None:
+        scope = self.scopes.get(request_id)
+        if scope is not None:
+            scope.cancel()
+
+
 class Context:
     """Progress, logging, client input and identity for the request being served."""
 
@@ -55,7 +67,11 @@ class Context:
         self.request_state: Any = request_state
         """The state this request's earlier round handed back (stateless era), else None."""
         self._target = target
-        self.sync = SyncContext(self)
+
+    @property
+    def sync(self) -> "SyncContext":
+        """Blocking versions of the methods, for code running in a worker thread."""
+        return SyncContext(self)
 
     # -- identity ----------------------------------------------------------------------------
     @property
@@ -210,4 +226,4 @@ def is_context_annotation(ann: Any) -> bool:
     return any(a is Context for a in typing.get_args(ann)) and typing.get_origin(ann) is not None
 
 
-__all__ = ["Context", "Peer", "PeerError", "SyncContext", "is_context_annotation"]
+__all__ = ["Context", "InFlight", "Peer", "PeerError", "SyncContext", "is_context_annotation"]

@@ -28,7 +28,7 @@ from ..protocol.types import (
 )
 from ..protocol.versions import STATELESS_VERSIONS, Features
 from .app import App
-from .context import Context, Peer
+from .context import Context, InFlight, Peer
 from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolError
 
 log = logging.getLogger("mcpkit.server")
@@ -53,13 +53,31 @@ class Dispatcher:
             "subscriptions/listen": self.listen,
         }
 
-    async def handle(self, req: RequestReceived, peer: Peer) -> bytes:
-        """Answer one request. Errors become JSON-RPC errors; nothing internal leaks out."""
+    async def handle(self, req: RequestReceived, peer: Peer, in_flight: "InFlight | None" = None) -> bytes | None:
+        """Answer one request. Errors become JSON-RPC errors; nothing internal leaks out.
+
+        The request runs in one cancel scope, registered in ``in_flight`` so the client can
+        cancel it; a cancelled request answers None (no response is sent).
+        """
+        with trio.CancelScope() as scope:
+            if in_flight is not None:
+                in_flight.scopes[req.id] = scope
+            try:
+                return await self._answer(req, peer, scope)
+            finally:
+                if in_flight is not None:
+                    in_flight.scopes.pop(req.id, None)
+        return None
+
+    async def _answer(self, req: RequestReceived, peer: Peer, scope: trio.CancelScope) -> bytes:
         try:
             handler = self.handlers.get(req.method)
             if handler is None or (req.method in ("server/discover", "subscriptions/listen") and not req.features.stateless):
                 raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
-            result = await handler(req, peer)
+            if req.method == "tools/call":
+                result = await self.call_tool(req, peer, scope)
+            else:
+                result = await handler(req, peer)
             return jsonrpc.encode_result(req.id, self._finish(req, result))
         except ProtocolError as exc:
             return jsonrpc.encode_error(req.id, exc)
@@ -113,12 +131,12 @@ class Dispatcher:
         return self._page(req, list(self.app.registry.prompts.values()), "prompts", lambda p: p.describe(titles=req.features.titles))
 
     # -- tools ---------------------------------------------------------------------------------
-    async def call_tool(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+    async def call_tool(self, req: RequestReceived, peer: Peer, scope: trio.CancelScope | None = None) -> dict[str, Any]:
         params = jsonrpc.decode_params(req.params, CallToolParams)
         tool = self.app.registry.tools.get(params.name)
         if tool is None:
             raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {params.name}")
-        ctx = self._context(req, peer, params, params.name)
+        ctx = self._context(req, peer, params, params.name) if (tool.context_param or params.requestState) else None
         try:
             kwargs = tool.parse_arguments(params.arguments)
         except ValueError as exc:
@@ -129,23 +147,31 @@ class Dispatcher:
         if tool.context_param:
             kwargs[tool.context_param] = ctx
         timeout = tool.timeout or self.app.settings.default_timeout
-        with trio.move_on_after(timeout) as scope:
-            try:
-                value = await _invoke(tool.fn, tool.is_async, kwargs)
-                out = tool.to_result(value)
-            except InputRequired as exc:
-                return _input_required(req, exc)
-            except (ProtocolError, MissingCapability):
-                if req.features.stateless:
-                    raise
-                return _error_result(f"Tool {tool.name} needs a client capability the client did not declare")
-            except ToolError as exc:
-                return _error_result(str(exc))
-            except Exception as exc:
-                log.warning("tool %s raised %s: %s", tool.name, type(exc).__name__, exc)
-                return _error_result(str(exc) or type(exc).__name__)
-        if scope.cancelled_caught:
+        if scope is None:  # called on its own: a scope just for the timeout
+            with trio.CancelScope() as own:
+                return await self.call_tool(req, peer, own)
+        # The request's scope doubles as the timeout: when the deadline has passed the
+        # cancellation is a timeout (answered with an error result); a cancel() from the client
+        # or a shutdown comes before the deadline and propagates (no answer is sent).
+        scope.deadline = trio.current_time() + timeout
+        try:
+            value = await _invoke(tool.fn, tool.is_async, kwargs)
+            out = tool.to_result(value)
+        except trio.Cancelled:
+            if trio.current_time() < scope.deadline:
+                raise
             return _error_result(f"Tool {tool.name} timed out after {timeout:g} s")
+        except InputRequired as exc:
+            return _input_required(req, exc)
+        except (ProtocolError, MissingCapability):
+            if req.features.stateless:
+                raise
+            return _error_result(f"Tool {tool.name} needs a client capability the client did not declare")
+        except ToolError as exc:
+            return _error_result(str(exc))
+        except Exception as exc:
+            log.warning("tool %s raised %s: %s", tool.name, type(exc).__name__, exc)
+            return _error_result(str(exc) or type(exc).__name__)
         result: dict[str, Any] = {"content": _content_for(req.features, out.content)}
         if out.structured is not msgspec.UNSET and req.features.structured_output:
             result["structuredContent"] = out.structured

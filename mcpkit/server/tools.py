@@ -9,6 +9,7 @@ import typing
 from typing import Any, Callable, Mapping
 
 import msgspec
+import msgspec.structs
 
 from ..protocol.types import CONTENT_TYPES, EmbeddedResource, TextContent
 from .schema import explain, inline_schema, is_object_schema, param_struct, unwrap_optional
@@ -68,7 +69,7 @@ class ToolDef:
             args = msgspec.convert(arguments or {}, self.args_type, str_keys=True)
         except msgspec.ValidationError as exc:
             raise ValueError(explain(exc)) from None
-        return {f: getattr(args, f) for f in self._fields}
+        return msgspec.structs.asdict(args)
 
     def describe(self, *, titles: bool, annotations: bool, structured: bool) -> dict[str, Any]:
         """The tools/list entry, shaped for the revision's feature set."""

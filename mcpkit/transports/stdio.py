@@ -6,7 +6,8 @@ import logging
 import os
 import signal
 import sys
-from typing import Any, AsyncIterator
+import functools
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import trio
 
@@ -15,7 +16,7 @@ from ..protocol.connection import (
     Batch, CancelRequested, Event, NotificationReceived, Reply, RequestReceived, ResponseReceived, ServerConnection,
 )
 from ..server.app import App
-from ..server.context import PeerError
+from ..server.context import InFlight, PeerError
 from ..server.dispatch import Dispatcher
 
 log = logging.getLogger("mcpkit.stdio")
@@ -35,6 +36,39 @@ class _Out:
             await self._stream.send_all(data + b"\n")
 
 
+class _FdOut(_Out):
+    """Line writes straight to a non-blocking pipe: one write() when the pipe has room,
+    waiting (in order, under the lock) only when it is full."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self._fd = fd
+        self._lock = trio.StrictFIFOLock()
+
+    async def write(self, data: bytes) -> None:
+        data += b"\n"
+        if not self._lock.locked():
+            try:
+                sent = os.write(self._fd, data)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                raise trio.BrokenResourceError(str(exc)) from None
+            if sent == len(data):
+                return
+            data = data[sent:]
+        async with self._lock:
+            view = memoryview(data)
+            while view:
+                await trio.lowlevel.wait_writable(self._fd)
+                try:
+                    view = view[os.write(self._fd, view):]
+                except BlockingIOError:
+                    continue
+                except OSError as exc:
+                    raise trio.BrokenResourceError(str(exc)) from None
+
+
 class _Pending:
     def __init__(self) -> None:
         self.done = trio.Event()
@@ -49,7 +83,7 @@ class StdioSession:
         self.out = out
         self.conn: ServerConnection = app.new_connection()
         self.dispatcher = Dispatcher(app)
-        self.in_flight: dict[Any, trio.CancelScope] = {}
+        self.in_flight = InFlight()
         self.pending: dict[Any, _Pending] = {}
 
     # Peer protocol (one peer serves every request on stdio)
@@ -77,9 +111,7 @@ class StdioSession:
             elif isinstance(ev, Reply):
                 await self.out.write(ev.data)
             elif isinstance(ev, CancelRequested):
-                scope = self.in_flight.get(ev.request_id)
-                if scope is not None:
-                    scope.cancel()
+                self.in_flight.cancel(ev.request_id)
             elif isinstance(ev, ResponseReceived):
                 waiter = self.pending.get(ev.id)
                 if waiter is not None:
@@ -96,13 +128,7 @@ class StdioSession:
             await self.out.write(data)
 
     async def _answer(self, req: RequestReceived) -> bytes | None:
-        with trio.CancelScope() as scope:
-            self.in_flight[req.id] = scope
-            try:
-                return await self.dispatcher.handle(req, self)
-            finally:
-                self.in_flight.pop(req.id, None)
-        return None  # cancelled by the client: no response follows
+        return await self.dispatcher.handle(req, self, self.in_flight)
 
     async def _serve_batch(self, batch: Batch) -> None:
         answers: list[bytes] = []
@@ -136,26 +162,48 @@ class StdioSession:
                     await self.out.write(jsonrpc.encode_notification(f"notifications/{event}"))
 
 
-async def _lines(stream: trio.abc.ReceiveStream) -> AsyncIterator[bytes]:
-    buf = bytearray()
+async def _lines(read: Callable[[], Awaitable[bytes]]) -> AsyncIterator[bytes]:
+    """Split what ``read`` returns into lines; an empty read is end of input."""
+    buf = b""
     while True:
-        chunk = await stream.receive_some(65536)
+        chunk = await read()
         if not chunk:
             break
-        buf += chunk
         if b"\n" not in chunk:
+            buf += chunk
             if len(buf) > MAX_LINE:
                 log.error("dropping an input line longer than %d bytes", MAX_LINE)
-                buf.clear()
+                buf = b""
             continue
-        *lines, rest = bytes(buf).split(b"\n")
-        buf = bytearray(rest)
+        *lines, rest = (buf + chunk).split(b"\n")
+        buf = rest
         for line in lines:
-            line = line.strip()
-            if line:
+            if line.strip():
                 yield line
     if buf.strip():
-        yield bytes(buf).strip()
+        yield buf
+
+
+def _fd_reader(fd: int) -> Callable[[], Awaitable[bytes]]:
+    """Read from a non-blocking pipe, going to the event loop only when it is empty."""
+    os.set_blocking(fd, False)
+    streak = 0
+
+    async def read() -> bytes:
+        nonlocal streak
+        while True:
+            try:
+                data = os.read(fd, 262144)
+            except BlockingIOError:
+                streak = 0
+                await trio.lowlevel.wait_readable(fd)
+                continue
+            streak += 1
+            if streak % 8 == 0:  # input never runs dry: let the request tasks run too
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return data
+
+    return read
 
 
 class _ThreadStream(trio.abc.HalfCloseableStream):
@@ -184,24 +232,24 @@ class _ThreadStream(trio.abc.HalfCloseableStream):
         return None
 
 
-def _std_streams() -> tuple[trio.abc.ReceiveStream, trio.abc.SendStream]:
-    if sys.stdin.isatty() or sys.stdout.isatty():
-        s = _ThreadStream(sys.stdin.buffer, sys.stdout.buffer)
-        return s, s
-    return trio.lowlevel.FdStream(os.dup(0)), trio.lowlevel.FdStream(os.dup(1))
-
-
 async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, stdout: trio.abc.SendStream | None = None) -> None:
     """Serve until stdin closes or SIGTERM/SIGINT arrives; in-flight work is then cancelled."""
-    if stdin is None or stdout is None:
-        stdin, stdout = _std_streams()
-    session = StdioSession(app, _Out(stdout))
+    if stdin is not None and stdout is not None:
+        out: _Out = _Out(stdout)
+        read: Callable[[], Awaitable[bytes]] = functools.partial(stdin.receive_some, 262144)
+    elif sys.stdin.isatty() or sys.stdout.isatty():
+        # a terminal: non-blocking mode would leak to the shell, so use worker threads
+        term = _ThreadStream(sys.stdin.buffer, sys.stdout.buffer)
+        out, read = _Out(term), functools.partial(term.receive_some, 65536)
+    else:
+        out, read = _FdOut(os.dup(1)), _fd_reader(os.dup(0))
+    session = StdioSession(app, out)
     try:
         async with trio.open_nursery() as outer:
             outer.start_soon(_on_signal, outer.cancel_scope)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(session.forward_changes)
-                async for line in _lines(stdin):
+                async for line in _lines(read):
                     await session.handle(session.conn.receive(line), nursery)
                 # EOF: give in-flight requests a moment to answer, then cancel them
                 app.hub.close()
