@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) examples/hello-plu
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "mcpkit needs Python >= 3.11"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(EDITABLES)
+	$(PY) -m pip install --quiet --config-settings editable_mode=compat $(EDITABLES)
 	@touch $@
 
 serve: install

@@ -190,6 +190,14 @@ class Context:
         """The client's roots (``[{"uri": ..., "name": ...}]``)."""
         return list((await self.request_input({key: ("roots/list", {})}))[key].get("roots", []))
 
+    async def close_stream(self, retry_ms: int | None = None) -> None:
+        """HTTP (2025-11-25 SSE polling): close this request's SSE stream now; the client
+        reconnects with ``Last-Event-ID`` and gets the rest, the result included. A no-op where
+        there is no such stream (stdio, JSON responses)."""
+        close = getattr(self._peer, "close_stream", None)
+        if close is not None:
+            await close(retry_ms)
+
     # -- change notifications ----------------------------------------------------------------------
     async def notify_list_changed(self, kind: str) -> None:
         """Tell listening clients that the ``tools``, ``prompts`` or ``resources`` list changed."""
