@@ -56,7 +56,8 @@ def _selection(f: Any) -> Any:
     return f
 
 
-def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> Any:
+def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
+             overrides: dict[str, Any] | None = None) -> Any:
     from .plugins import loader
     from .plugins.config import load_config
     from .server.settings import load_settings
@@ -67,7 +68,7 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
         only = only or tuple(table.pop("plugins", ()) or _env_list("MCPKIT_PLUGINS"))
         disable = disable or tuple(table.pop("disable", ()) or _env_list("MCPKIT_DISABLE"))
         strict = strict or bool(table.pop("strict", False))
-        settings = load_settings(table)
+        settings = load_settings(table, overrides=overrides)
         _setup_logging(settings.log_level)
         loaded = loader.load(only, disable, strict=strict)
         app = loader.build_app(loaded, config, settings, strict=strict)
@@ -83,27 +84,52 @@ def _env_list(name: str) -> list[str]:
 
 
 @main.command()
-@click.option("--transport", type=click.Choice(["stdio", "http", "sse"]), default="stdio", show_default=True)
+@click.option("--transport", type=click.Choice(["stdio", "http", "sse"]), default="stdio", show_default=True,
+              help="stdio; http (Streamable HTTP on /mcp plus legacy SSE); sse (legacy HTTP+SSE only).")
+@click.option("--host", default=None, help="HTTP bind address [default: 127.0.0.1].")
+@click.option("--port", type=int, default=None, help="HTTP port [default: 8000; 0 picks a free one].")
+@click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
+              help="Extra allowed Origin (repeatable; * allows any). Loopback origins are always allowed.")
+@click.option("--auth-token", envvar="MCPKIT_AUTH_TOKEN", default=None, help="Require this bearer token on HTTP requests.")
+@click.option("--workers", type=int, default=None, help="HTTP worker processes [default: 1].")
 @_selection
-def serve(transport: str, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
+def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
+          workers: int | None, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
     """Serve the installed plugins' tools over MCP (stdio by default)."""
-    if transport != "stdio":
-        raise click.ClickException(f"--transport {transport} is not yet available; use stdio")
-    app, loaded, config, strict = _prepare(only, disable, config_path, strict)
+    overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers)) if v is not None}
+    if allow_origins:
+        overrides["allow_origins"] = list(allow_origins)
+    app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides)
+    if transport != "stdio" and app.settings.workers > 1:
+        from .transports.http.workers import run_workers
+
+        selection = {"only": list(only), "disable": list(disable), "config_path": config_path, "strict": strict,
+                     "legacy_only": transport == "sse"}
+        sys.exit(run_workers(selection, overrides, app.settings.workers))
     import trio
 
     from .plugins.loader import lifespans
-    from .server.lifespan import plugin_lifespans
-    from .transports.stdio import serve_stdio
 
-    async def run() -> None:
+    async def run_stdio() -> None:
+        from .server.lifespan import plugin_lifespans
+        from .transports.stdio import serve_stdio
+
         async with plugin_lifespans(app, lifespans(loaded, config), strict=strict):
             await serve_stdio(app)
 
+    async def run_http() -> None:
+        from .transports.http.serve import serve_http
+
+        await serve_http(app, lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
+
+    if transport != "stdio":
+        logging.getLogger("mcpkit.http.access").setLevel(logging.INFO)
     try:
-        trio.run(run)
+        trio.run(run_stdio if transport == "stdio" else run_http)
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve: {exc.strerror or exc}") from None
 
 
 @main.command("plugins")

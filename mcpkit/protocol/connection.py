@@ -125,6 +125,10 @@ class ServerConnection:
             return [self._batch(decoded)]
         return self._one(decoded, stateless)
 
+    def receive_message(self, msg: Message | Invalid, *, stateless: bool | None = None) -> list[Event]:
+        """Like :meth:`receive` for a message the transport already decoded."""
+        return self._one(msg, stateless)
+
     def _batch(self, items: list[Message | Invalid]) -> Event:
         if not items:
             return Reply(jsonrpc.encode_error(None, ProtocolError(jsonrpc.INVALID_REQUEST, "Invalid Request: empty batch")))

@@ -22,23 +22,45 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     state_secret: str | None = None
     #: log level of the server's own log (stderr)
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
-    # -- HTTP (used by the HTTP transports) --
+    # -- HTTP transports --
     host: str = "127.0.0.1"
     port: int = 8000
-    extra: dict[str, Any] = {}
+    #: extra allowed Origin values ("*" allows any); loopback origins are always allowed
+    allow_origins: list[str] = []
+    #: bearer token required on every HTTP request but /healthz and preflights
+    auth_token: str | None = None
+    max_body_bytes: int = 4 * 1024 * 1024
+    #: idle handshake-era sessions expire after this many seconds
+    session_ttl_s: float = 1800.0
+    max_sessions: int = 1000
+    #: SSE events kept per session for Last-Event-ID replay
+    event_store_size: int = 1000
+    #: keep-alive comment interval on long-lived SSE streams, seconds
+    sse_heartbeat_s: float = 15.0
+    #: retry hint (ms) sent on 2025-11-25 SSE streams
+    sse_retry_ms: int = 1000
+    #: "auto": JSON unless the request streams; "sse" or "json" always
+    response_mode: Literal["auto", "sse", "json"] = "auto"
+    #: seconds in-flight work may finish after SIGTERM before it is cancelled
+    shutdown_grace_s: float = 5.0
+    workers: int = 1
 
 
 _ENV_PREFIX = "MCPKIT_"
+_LISTS = {"allow_origins"}
 
 
-def load_settings(table: dict[str, Any] | None, environ: dict[str, str] | None = None) -> Settings:
-    """Build settings from a [server] table and ``MCPKIT_<FIELD>`` environment variables."""
+def load_settings(table: dict[str, Any] | None, environ: dict[str, str] | None = None,
+                  overrides: dict[str, Any] | None = None) -> Settings:
+    """Settings from a [server] table, then ``MCPKIT_<FIELD>`` variables, then ``overrides``
+    (the command line)."""
     env = os.environ if environ is None else environ
     data = dict(table or {})
     for fname in Settings.__struct_fields__:
         value = env.get(_ENV_PREFIX + fname.upper())
         if value is not None:
-            data[fname] = value
+            data[fname] = [v.strip() for v in value.split(",") if v.strip()] if fname in _LISTS else value
+    data.update(overrides or {})
     try:
         return msgspec.convert(data, Settings, strict=False)
     except msgspec.ValidationError as exc:

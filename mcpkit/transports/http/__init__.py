@@ -1,0 +1,1 @@
+"""HTTP transports: Streamable HTTP (both eras) on /mcp and legacy HTTP+SSE on /sse + /messages."""

@@ -1,0 +1,147 @@
+"""The 2024-11-05 HTTP+SSE transport: GET /sse holds the stream, POST /messages delivers."""
+
+from __future__ import annotations
+
+import math
+import secrets
+import urllib.parse
+from typing import Any
+
+import trio
+
+from ...protocol import jsonrpc
+from ...protocol.connection import (
+    Batch, CancelRequested, Reply, RequestReceived, ResponseReceived, ServerConnection,
+)
+from ...server.app import App
+from ...server.context import InFlight, PeerError
+from ...server.dispatch import Dispatcher
+from .wire import Receive, Scope, Send, error_body, read_body, respond, sse_end, sse_event, sse_send, sse_start
+
+
+class _LegacySession:
+    def __init__(self, conn: ServerConnection, nursery: trio.Nursery) -> None:
+        self.conn = conn
+        self.nursery = nursery
+        self.in_flight = InFlight()
+        self.out, self.inbox = trio.open_memory_channel[bytes](math.inf)
+        self.pending: dict[Any, tuple[trio.Event, list[ResponseReceived]]] = {}
+
+    # Peer protocol
+    async def notify(self, data: bytes) -> None:
+        self.out.send_nowait(data)
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        rid = self.conn.next_request_id()
+        done, box = trio.Event(), []
+        self.pending[rid] = (done, box)
+        try:
+            self.out.send_nowait(jsonrpc.encode_request(rid, method, params))
+            await done.wait()
+        finally:
+            self.pending.pop(rid, None)
+        if box[0].error is not None:
+            raise PeerError(f"{box[0].error.message} ({box[0].error.code})")
+        return box[0].result
+
+
+class LegacySse:
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.dispatcher = Dispatcher(app)
+        self.sessions: dict[str, _LegacySession] = {}
+        self.closing = trio.Event()
+
+    async def stream(self, scope: Scope, receive: Receive, send: Send, h: dict[str, str]) -> None:
+        if "text/event-stream" not in h.get("accept", "text/event-stream") and "*/*" not in h.get("accept", ""):
+            await respond(send, 406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
+            return
+        sid = secrets.token_hex(16)
+        root = scope.get("root_path", "")
+        await sse_start(send, [])
+        await sse_send(send, sse_event(f"{root}/messages?session_id={sid}".encode(), event="endpoint"))
+        async with trio.open_nursery() as nursery:
+            session = self.sessions[sid] = _LegacySession(self.app.new_connection(), nursery)
+            try:
+                nursery.start_soon(self._watch, receive, nursery.cancel_scope)
+                nursery.start_soon(self._forward_changes, session)
+                await self._write(send, session)
+            finally:
+                self.sessions.pop(sid, None)
+                nursery.cancel_scope.cancel()
+        try:
+            await sse_end(send)
+        except OSError:
+            pass
+
+    async def _watch(self, receive: Receive, scope: trio.CancelScope) -> None:
+        async with trio.open_nursery() as nursery:
+            async def closing() -> None:
+                await self.closing.wait()
+                scope.cancel()
+
+            nursery.start_soon(closing)
+            while True:
+                if (await receive())["type"] == "http.disconnect":
+                    scope.cancel()
+                    return
+
+    async def _write(self, send: Send, session: _LegacySession) -> None:
+        heartbeat = self.app.settings.sse_heartbeat_s
+        try:
+            while True:
+                with trio.move_on_after(heartbeat):
+                    data = await session.inbox.receive()
+                    await sse_send(send, sse_event(data, event="message"))
+                    continue
+                await sse_send(send, b": ping\n\n")
+        except OSError:
+            return
+
+    async def _forward_changes(self, session: _LegacySession) -> None:
+        with self.app.hub.listen() as events:
+            async for event, arg in events:
+                if not session.conn.initialized:
+                    continue
+                if event == "resources/updated":
+                    if arg in session.conn.subscriptions:
+                        await session.notify(jsonrpc.encode_notification("notifications/resources/updated", {"uri": arg}))
+                else:
+                    await session.notify(jsonrpc.encode_notification(f"notifications/{event}"))
+
+    async def post(self, scope: Scope, receive: Receive, send: Send, h: dict[str, str]) -> None:
+        query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        sid = (query.get("session_id") or [None])[0]
+        if sid is None:
+            await respond(send, 400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: session_id is required"))
+            return
+        session = self.sessions.get(sid)
+        if session is None:
+            await respond(send, 404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown session; open GET /sse first"))
+            return
+        body = await read_body(receive, self.app.settings.max_body_bytes)
+        for ev in session.conn.receive(body):
+            if isinstance(ev, Batch):
+                for inner in ev.events:
+                    self._take(session, inner)
+            else:
+                self._take(session, ev)
+        await respond(send, 202, b"Accepted", content_type=b"text/plain")
+
+    def _take(self, session: _LegacySession, ev: Any) -> None:
+        if isinstance(ev, RequestReceived):
+            session.nursery.start_soon(self._run, session, ev)
+        elif isinstance(ev, Reply):
+            session.out.send_nowait(ev.data)
+        elif isinstance(ev, CancelRequested):
+            session.in_flight.cancel(ev.request_id)
+        elif isinstance(ev, ResponseReceived):
+            waiter = session.pending.get(ev.id)
+            if waiter is not None:
+                waiter[1].append(ev)
+                waiter[0].set()
+
+    async def _run(self, session: _LegacySession, req: RequestReceived) -> None:
+        data = await self.dispatcher.handle(req, session, session.in_flight)
+        if data is not None:
+            session.out.send_nowait(data)

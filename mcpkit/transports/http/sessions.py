@@ -1,0 +1,168 @@
+"""Handshake-era HTTP sessions: their connection state, SSE streams and the replay store."""
+
+from __future__ import annotations
+
+import collections
+import math
+import secrets
+from typing import Any
+
+import trio
+
+from ...protocol import jsonrpc
+from ...protocol.connection import ResponseReceived, ServerConnection
+from ...server.context import InFlight, PeerError
+
+Frame = tuple[str | None, bytes]  # (event id, JSON-RPC message)
+CLOSE = "close"  # frame id telling the live reader to end its HTTP response (SSE polling)
+
+
+class Stream:
+    """One SSE stream of a session: a POST's response stream or the standalone GET stream.
+
+    Every message gets an event id and is kept in the session's bounded store, so a client that
+    lost the connection can come back with ``Last-Event-ID`` and get what it missed; the live
+    reader (if any) gets messages through a channel.
+    """
+
+    def __init__(self, session: "Session", key: str) -> None:
+        self.session = session
+        self.key = key
+        self.seq = 0
+        self.done = False
+        self.reader: trio.MemorySendChannel[Frame] | None = None
+
+    def emit(self, data: bytes, *, final: bool = False) -> None:
+        self.seq += 1
+        event_id = f"{self.key}-{self.seq}"
+        self.session.store.append((self.key, self.seq, data))
+        if final:
+            self.done = True
+        if self.reader is not None:
+            try:
+                self.reader.send_nowait((event_id, data))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.reader = None
+        if final and self.reader is not None:
+            self.reader.close()
+            self.reader = None
+
+    def attach(self, after_seq: int = 0) -> trio.MemoryReceiveChannel[Frame]:
+        """A channel with the stored messages after ``after_seq``, then the live ones."""
+        send, recv = trio.open_memory_channel[Frame](math.inf)
+        for key, seq, data in self.session.store:
+            if key == self.key and seq > after_seq:
+                send.send_nowait((f"{key}-{seq}", data))
+        if self.done:
+            send.close()
+        else:
+            if self.reader is not None:
+                self.reader.close()
+            self.reader = send
+        return recv
+
+    def close_reader(self) -> None:
+        """End the live reader's response; later messages wait in the store for a reconnect."""
+        if self.reader is not None:
+            self.reader.send_nowait((CLOSE, b""))
+            self.reader.close()
+            self.reader = None
+
+    def detach(self, channel: trio.MemorySendChannel[Frame] | None = None) -> None:
+        if self.reader is not None and (channel is None or self.reader is channel):
+            self.reader.close()
+            self.reader = None
+
+
+class Session:
+    def __init__(self, conn: ServerConnection, store_size: int) -> None:
+        self.id = secrets.token_urlsafe(24)  # visible ASCII, unguessable
+        self.conn = conn
+        self.in_flight = InFlight()
+        self.store: collections.deque[tuple[str, int, bytes]] = collections.deque(maxlen=store_size)
+        self.streams: dict[str, Stream] = {}
+        self.pending: dict[Any, tuple[trio.Event, list[ResponseReceived]]] = {}
+        self.last_seen = trio.current_time()
+        self.active = 0  # requests and streams in progress
+        self.closed = False
+        self._counter = 0
+        self.standalone = self.new_stream("0")
+
+    def new_stream(self, key: str | None = None) -> Stream:
+        if key is None:
+            self._counter += 1
+            key = str(self._counter)
+        stream = self.streams[key] = Stream(self, key)
+        return stream
+
+    def touch(self) -> None:
+        self.last_seen = trio.current_time()
+
+    def deliver(self, response: ResponseReceived) -> None:
+        waiter = self.pending.get(response.id)
+        if waiter is not None:
+            waiter[1].append(response)
+            waiter[0].set()
+
+    async def ask(self, stream: Stream, method: str, params: dict[str, Any]) -> Any:
+        """Send a server-to-client request on ``stream`` and wait for the client's answer."""
+        rid = self.conn.next_request_id()
+        done = trio.Event()
+        box: list[ResponseReceived] = []
+        self.pending[rid] = (done, box)
+        try:
+            stream.emit(jsonrpc.encode_request(rid, method, params))
+            await done.wait()
+        finally:
+            self.pending.pop(rid, None)
+        if box[0].error is not None:
+            raise PeerError(f"{box[0].error.message} ({box[0].error.code})")
+        return box[0].result
+
+    def close(self) -> None:
+        self.closed = True
+        for scope in list(self.in_flight.scopes.values()):
+            scope.cancel()
+        for stream in self.streams.values():
+            stream.detach()
+
+
+class SessionManager:
+    def __init__(self, ttl_s: float, max_sessions: int, store_size: int) -> None:
+        self.ttl = ttl_s
+        self.max = max_sessions
+        self.store_size = store_size
+        self.sessions: dict[str, Session] = {}
+
+    def get(self, session_id: str) -> Session | None:
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.touch()
+        return session
+
+    def create(self, conn: ServerConnection) -> Session | None:
+        """A new session, evicting the longest-idle one when full; None if all are busy."""
+        if len(self.sessions) >= self.max:
+            idle = [s for s in self.sessions.values() if s.active == 0]
+            if not idle:
+                return None
+            self.end(min(idle, key=lambda s: s.last_seen).id)
+        session = Session(conn, self.store_size)
+        self.sessions[session.id] = session
+        return session
+
+    def end(self, session_id: str) -> bool:
+        session = self.sessions.pop(session_id, None)
+        if session is None:
+            return False
+        session.close()
+        return True
+
+    async def expire_forever(self) -> None:
+        """End sessions idle for longer than the TTL."""
+        while True:
+            await trio.sleep(min(max(self.ttl / 4, 0.05), 30))
+            cutoff = trio.current_time() - self.ttl
+            for sid, session in list(self.sessions.items()):
+                if session.active == 0 and session.last_seen < cutoff:
+                    self.end(sid)

@@ -1,0 +1,430 @@
+"""The Streamable HTTP endpoint (/mcp): the stateless era and handshake-era sessions."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+import trio
+
+from ...protocol import http_rules, jsonrpc
+from ...protocol.connection import (
+    Batch, CancelRequested, Event, Reply, RequestReceived, ResponseReceived, parse_envelope, unsupported_version,
+)
+from ...protocol.jsonrpc import Invalid, Message, ProtocolError
+from ...protocol.types import META_PROTOCOL_VERSION
+from ...protocol.versions import HANDSHAKE_VERSIONS, STATELESS_VERSIONS
+from ...server.app import App
+from ...server.context import InFlight
+from ...server.dispatch import Dispatcher
+from .sessions import CLOSE, Session, SessionManager, Stream
+from .wire import (
+    Headers, Receive, Scope, Send, error_body, http_status_for, respond, sse_end, sse_event, sse_send, sse_start,
+)
+
+log = logging.getLogger("mcpkit.http")
+_META_KEY = META_PROTOCOL_VERSION.encode()
+
+
+class _Code(msgspec.Struct):
+    code: int
+
+
+class _ErrorOnly(msgspec.Struct):
+    error: _Code | None = None
+
+
+def error_code(data: bytes) -> int | None:
+    if b'"error":' not in data:
+        return None
+    err = msgspec.json.decode(data, type=_ErrorOnly).error
+    return err.code if err else None
+
+
+def accepts(accept: str, *types: str) -> bool:
+    accept = accept.lower()
+    return "*/*" in accept or all(t in accept for t in types)
+
+
+class Streamable:
+    def __init__(self, app: App, sessions: SessionManager) -> None:
+        self.app = app
+        self.settings = app.settings
+        self.sessions = sessions
+        self.dispatcher = Dispatcher(app)
+        self.stateless_conn = app.new_connection(allow_handshake=False)
+        self.nursery: trio.Nursery | None = None  # set by the ASGI lifespan: runs session requests
+        self.closing = trio.Event()
+        self._mirrored: dict[str, dict[str, str]] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, h: dict[str, str]) -> None:
+        method = scope["method"]
+        if method == "POST":
+            await self.post(receive, send, h)
+        elif method == "GET":
+            await self.get(receive, send, h)
+        elif method == "DELETE":
+            await self.delete(send, h)
+        else:
+            await respond(send, 405, error_body(jsonrpc.INVALID_REQUEST, "Method not allowed"), [(b"allow", b"GET, POST, DELETE, OPTIONS")])
+
+    # -- POST --------------------------------------------------------------------------------
+    async def post(self, receive: Receive, send: Send, h: dict[str, str], body: bytes | None = None) -> None:
+        from .wire import read_body
+
+        if not accepts(h.get("accept", ""), "application/json", "text/event-stream"):
+            await respond(send, 406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"))
+            return
+        if "application/json" not in h.get("content-type", "").lower():
+            await respond(send, 415, error_body(jsonrpc.INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"))
+            return
+        body = await read_body(receive, self.settings.max_body_bytes)
+        sid = h.get("mcp-session-id")
+        version = h.get("mcp-protocol-version")
+        has_meta = _META_KEY in body
+        if sid is None and (has_meta or (version is not None and version not in HANDSHAKE_VERSIONS)):
+            await self.post_stateless(receive, send, h, body, version)
+        elif sid is None:
+            await self.post_initialize(send, body)
+        else:
+            await self.post_session(send, h, body, sid, version)
+
+    async def post_stateless(self, receive: Receive, send: Send, h: dict[str, str], body: bytes, version: str | None) -> None:
+        try:
+            msg = jsonrpc.decode(body)
+        except ProtocolError as exc:
+            await respond(send, 400, jsonrpc.encode_error(None, exc))
+            return
+        if isinstance(msg, list) or isinstance(msg, Invalid):
+            rid = msg.id if isinstance(msg, Invalid) else None
+            await respond(send, 400, error_body(jsonrpc.INVALID_REQUEST, "Invalid Request: send one JSON-RPC request per POST", rid))
+            return
+        if not msg.is_request:
+            await respond(send, 202)  # nothing to answer (no client notifications are defined here)
+            return
+        try:
+            self._check_stateless(msg, h, version)
+        except ProtocolError as exc:
+            await respond(send, http_status_for(exc.code), jsonrpc.encode_error(msg.id, exc))  # type: ignore[arg-type]
+            return
+        events = self.stateless_conn.receive_message(msg, stateless=True)
+        ev = events[0]
+        if isinstance(ev, Reply):
+            await respond(send, http_status_for(error_code(ev.data) or 0), ev.data)
+            return
+        assert isinstance(ev, RequestReceived)
+        await self._answer_stateless(ev, receive, send)
+
+    def _check_stateless(self, msg: Message, h: dict[str, str], version: str | None) -> None:
+        """Header rules in the order the spec's validation implies."""
+        if version is None:
+            raise http_rules.mismatch("the MCP-Protocol-Version header is required")
+        envelope = parse_envelope(msg.params)
+        if version.strip() != envelope.protocolVersion:
+            raise http_rules.mismatch(f"MCP-Protocol-Version header {version!r} does not match _meta protocolVersion {envelope.protocolVersion!r}")
+        if envelope.protocolVersion not in STATELESS_VERSIONS:
+            raise unsupported_version(envelope.protocolVersion)
+        params = msgspec.json.decode(msg.params) if msg.params is not msgspec.UNSET else {}
+        if not isinstance(params, dict):
+            raise ProtocolError(jsonrpc.INVALID_PARAMS, "Invalid params: params must be an object")
+        assert isinstance(msg.method, str)
+        http_rules.check_standard_headers(h, msg.method, params)
+        if msg.method == "tools/call":
+            name = params.get("name")
+            tool = self.app.registry.tools.get(name) if isinstance(name, str) else None
+            if tool is not None:
+                mirrored = self._mirrored.get(tool.name)
+                if mirrored is None:
+                    mirrored = self._mirrored[tool.name] = http_rules.header_params(tool.input_schema)
+                if mirrored:
+                    args = params.get("arguments")
+                    http_rules.check_param_headers(h, mirrored, args if isinstance(args, dict) else None)
+
+    async def _answer_stateless(self, req: RequestReceived, receive: Receive, send: Send) -> None:
+        """Run the request in this HTTP exchange: JSON unless it streams; a closed stream cancels it."""
+        peer = _DirectPeer(send, self.settings.response_mode == "sse" or req.method == "subscriptions/listen")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
+            if req.method == "subscriptions/listen":
+                nursery.start_soon(peer.heartbeat, self.settings.sse_heartbeat_s)
+            data = await self.dispatcher.handle(req, peer, InFlight())
+            if data is not None:
+                await peer.finish(data)
+            nursery.cancel_scope.cancel()
+
+    async def post_initialize(self, send: Send, body: bytes) -> None:
+        try:
+            msg = jsonrpc.decode(body)
+        except ProtocolError as exc:
+            await respond(send, 400, jsonrpc.encode_error(None, exc))
+            return
+        if not isinstance(msg, Message) or msg.method != "initialize" or not msg.is_request:
+            await respond(send, 400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required (or send initialize to open a session)"))
+            return
+        session = self.sessions.create(self.app.new_connection())
+        if session is None:
+            await respond(send, 503, error_body(jsonrpc.INTERNAL_ERROR, "Service Unavailable: too many sessions"), [(b"retry-after", b"5")])
+            return
+        (reply,) = session.conn.receive_message(msg)
+        assert isinstance(reply, Reply)
+        if error_code(reply.data) is not None:
+            self.sessions.end(session.id)
+            await respond(send, 400, reply.data)
+            return
+        await respond(send, 200, reply.data, [(b"mcp-session-id", session.id.encode())])
+
+    async def post_session(self, send: Send, h: dict[str, str], body: bytes, sid: str, version: str | None) -> None:
+        session = self.sessions.get(sid)
+        if session is None:
+            await respond(send, 404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session; initialize a new one"))
+            return
+        if version is not None and version.strip() not in HANDSHAKE_VERSIONS:
+            await respond(send, 400, error_body(jsonrpc.INVALID_REQUEST, f"Bad Request: unsupported MCP-Protocol-Version {version!r}"))
+            return
+        events = session.conn.receive(body)
+        if len(events) == 1 and isinstance(events[0], Batch):
+            await self._answer_batch(session, events[0].events, send)
+            return
+        requests = [ev for ev in events if isinstance(ev, RequestReceived)]
+        for ev in events:
+            self._apply(session, ev)
+        if requests:
+            await self._answer_in_session(session, requests[0], send)
+        elif any(isinstance(ev, Reply) for ev in events):
+            data = next(ev.data for ev in events if isinstance(ev, Reply))
+            await respond(send, http_status_for(error_code(data) or 0) if error_code(data) in (-32700, -32600) else 200, data)
+        else:
+            await respond(send, 202)
+
+    def _apply(self, session: Session, ev: Event) -> None:
+        if isinstance(ev, CancelRequested):
+            session.in_flight.cancel(ev.request_id)
+        elif isinstance(ev, ResponseReceived):
+            session.deliver(ev)
+
+    async def _answer_batch(self, session: Session, events: list[Event], send: Send) -> None:
+        answers: list[bytes] = []
+        peer = _BufferPeer()
+
+        async def one(req: RequestReceived) -> None:
+            data = await self.dispatcher.handle(req, peer, session.in_flight)
+            if data is not None:
+                answers.append(data)
+
+        async with trio.open_nursery() as nursery:
+            for ev in events:
+                if isinstance(ev, RequestReceived):
+                    nursery.start_soon(one, ev)
+                elif isinstance(ev, Reply):
+                    answers.append(ev.data)
+                else:
+                    self._apply(session, ev)
+        if answers:
+            await respond(send, 200, jsonrpc.encode_batch(answers))
+        else:
+            await respond(send, 202)
+
+    async def _answer_in_session(self, session: Session, req: RequestReceived, send: Send) -> None:
+        """The request runs in the server's nursery, so a dropped connection does not stop it;
+        its messages go through the session's replay store."""
+        assert self.nursery is not None
+        stream = session.new_stream()
+        channel = stream.attach(0)
+        peer = _SessionPeer(session, stream, self.settings.sse_retry_ms)
+        session.active += 1
+        self.nursery.start_soon(self._run_in_session, session, req, peer, stream)
+        first = await channel.receive()
+        if self.settings.response_mode != "sse" and first[0] != CLOSE and stream.done and stream.seq == 1 and not peer.wants_sse:
+            stream.detach()
+            await respond(send, 200, first[1])
+            return
+        polling = req.features.version >= "2025-11-25"
+        await sse_start(send, [])
+        if polling:  # priming event: an id to resume from, and how soon to come back
+            await sse_send(send, sse_event(b"", f"{stream.key}-0", retry_ms=self.settings.sse_retry_ms))
+        await self._pump(send, channel, stream, first, polling)
+
+    async def _run_in_session(self, session: Session, req: RequestReceived, peer: "_SessionPeer", stream: Stream) -> None:
+        try:
+            data = await self.dispatcher.handle(req, peer, session.in_flight)
+            if data is not None:
+                stream.emit(data, final=True)
+        finally:
+            session.active -= 1
+            stream.done = True
+            stream.detach()
+            session.streams.pop(stream.key, None)
+
+    async def _pump(self, send: Send, channel: trio.MemoryReceiveChannel[Any], stream: Stream, first: Any, with_ids: bool) -> None:
+        """Write a stream's frames as SSE until it ends, the server closes it, or shuts down."""
+        async with trio.open_nursery() as nursery:
+            async def stop_on_shutdown() -> None:
+                await self.closing.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(stop_on_shutdown)
+            try:
+                frame = first
+                while frame[0] != CLOSE:
+                    await sse_send(send, sse_event(frame[1], frame[0] if with_ids else None))
+                    while True:
+                        with trio.move_on_after(self.settings.sse_heartbeat_s):
+                            frame = await channel.receive()
+                            break
+                        await sse_send(send, b": keep-alive\n\n")
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                pass
+            except OSError:  # the client went away: the stream stays resumable
+                pass
+            nursery.cancel_scope.cancel()
+        stream.detach()
+        try:
+            await sse_end(send)
+        except OSError:
+            pass
+
+    # -- GET and DELETE ----------------------------------------------------------------------------
+    async def get(self, receive: Receive, send: Send, h: dict[str, str]) -> None:
+        sid = h.get("mcp-session-id")
+        if sid is None:
+            await respond(send, 405, error_body(jsonrpc.INVALID_REQUEST, "Method Not Allowed: GET needs a session (stateless clients use subscriptions/listen)"), [(b"allow", b"POST, OPTIONS")])
+            return
+        if not accepts(h.get("accept", ""), "text/event-stream"):
+            await respond(send, 406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
+            return
+        session = self.sessions.get(sid)
+        if session is None:
+            await respond(send, 404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session"))
+            return
+        last = h.get("last-event-id")
+        key, after = "0", session.standalone.seq
+        if last:
+            key, _, seq = last.strip().rpartition("-")
+            after = int(seq) if seq.isdigit() else 0
+        stream = session.streams.get(key)
+        if stream is None:  # finished already: replay what the store still holds
+            stream = Stream(session, key)
+            stream.done = True
+        channel = stream.attach(after)
+        session.active += 1
+        try:
+            await sse_start(send, [])
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
+                try:
+                    first = await channel.receive()
+                except trio.EndOfChannel:
+                    nursery.cancel_scope.cancel()
+                    await sse_end(send)
+                    return
+                await self._pump(send, channel, stream, first, True)
+                nursery.cancel_scope.cancel()
+        finally:
+            session.active -= 1
+            session.touch()
+
+    async def delete(self, send: Send, h: dict[str, str]) -> None:
+        sid = h.get("mcp-session-id")
+        if sid is None:
+            await respond(send, 400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
+        elif self.sessions.end(sid):
+            await respond(send, 200)
+        else:
+            await respond(send, 404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session"))
+
+    async def forward_changes(self) -> None:
+        """List-changed and resource-updated notices to every initialized session's GET stream."""
+        with self.app.hub.listen() as events:
+            async for event, arg in events:
+                for session in list(self.sessions.sessions.values()):
+                    if not session.conn.initialized:
+                        continue
+                    if event == "resources/updated":
+                        if arg in session.conn.subscriptions:
+                            session.standalone.emit(jsonrpc.encode_notification("notifications/resources/updated", {"uri": arg}))
+                    else:
+                        session.standalone.emit(jsonrpc.encode_notification(f"notifications/{event}"))
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
+
+
+class _DirectPeer:
+    """Stateless era: JSON answer unless something streams first, then SSE in this exchange."""
+
+    def __init__(self, send: Send, sse: bool) -> None:
+        self._send = send
+        self._sse = sse
+        self._started = False
+        self._lock = trio.StrictFIFOLock()
+
+    async def _start(self) -> None:
+        if not self._started:
+            self._started = True
+            await sse_start(self._send, [])
+
+    async def notify(self, data: bytes) -> None:
+        async with self._lock:
+            await self._start()
+            await sse_send(self._send, sse_event(data))
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        raise RuntimeError("the stateless era has no server-to-client requests")
+
+    async def heartbeat(self, every: float) -> None:
+        while True:
+            await trio.sleep(every)
+            async with self._lock:
+                await self._start()
+                await sse_send(self._send, b": keep-alive\n\n")
+
+    async def finish(self, data: bytes) -> None:
+        async with self._lock:
+            if self._started or self._sse:
+                await self._start()
+                await sse_send(self._send, sse_event(data))
+                await sse_end(self._send)
+            else:
+                await respond(self._send, http_status_for(error_code(data) or 0), data)
+
+
+class _SessionPeer:
+    """Handshake era: messages go to the request's resumable stream."""
+
+    def __init__(self, session: Session, stream: Stream, retry_ms: int) -> None:
+        self.session = session
+        self.stream = stream
+        self.retry_ms = retry_ms
+        self.wants_sse = False
+
+    async def notify(self, data: bytes) -> None:
+        self.wants_sse = True
+        self.stream.emit(data)
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        self.wants_sse = True
+        return await self.session.ask(self.stream, method, params)
+
+    async def close_stream(self, retry_ms: int | None = None) -> None:
+        self.wants_sse = True
+        self.stream.close_reader()
+        await trio.sleep(0)
+
+
+class _BufferPeer:
+    """Batches answer in one JSON array: notifications have nowhere to go."""
+
+    async def notify(self, data: bytes) -> None:
+        return None
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        raise RuntimeError("server-to-client requests are not available inside a batch")
+
+
+__all__ = ["Streamable", "Headers"]

@@ -1,0 +1,63 @@
+"""Several worker processes behind one listening socket (``--workers N``).
+
+Hypercorn starts each worker with the spawn method and imports ``app`` from this module there;
+the parent passes its command line through ``MCPKIT_HTTP_WORKER``. Each process loads the plugins
+and holds its own sessions; see docs/http.md for what is shared and what is not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from typing import Any
+
+ENV = "MCPKIT_HTTP_WORKER"
+
+
+def run_workers(selection: dict[str, Any], settings_overrides: dict[str, Any], workers: int) -> int:
+    from hypercorn.config import Config
+    from hypercorn.run import run
+
+    from ...plugins.config import load_config
+    from ...server.settings import Settings
+    from .serve import hyper_config
+
+    os.environ[ENV] = json.dumps({"selection": selection, "settings": settings_overrides})
+    # requestState must verify in whichever process the retry lands on
+    os.environ.setdefault("MCPKIT_STATE_SECRET", secrets.token_hex(32))
+    settings = _settings(load_config(selection.get("config_path")), settings_overrides)
+    config: Config = hyper_config(_FakeApp(settings))  # type: ignore[arg-type]
+    config.workers = workers
+    config.worker_class = "trio"
+    config.application_path = "mcpkit.transports.http.workers:app"
+    return run(config)
+
+
+class _FakeApp:
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+
+
+def _settings(config: Any, overrides: dict[str, Any]) -> Any:
+    from ...server.settings import load_settings
+
+    table = {k: v for k, v in config.server.items() if k not in ("plugins", "disable", "strict")}
+    return load_settings(table, overrides=overrides)
+
+
+def _build() -> Any:
+    from ...plugins import loader
+    from ...plugins.config import load_config
+    from .asgi import HttpApp
+
+    spec = json.loads(os.environ[ENV])
+    sel = spec["selection"]
+    config = load_config(sel.get("config_path"))
+    settings = _settings(config, spec["settings"])
+    loaded = loader.load(sel.get("only", ()), sel.get("disable", ()), strict=sel.get("strict", False))
+    app = loader.build_app(loaded, config, settings, strict=sel.get("strict", False))
+    return HttpApp(app, loader.lifespans(loaded, config), strict=sel.get("strict", False), legacy_only=sel.get("legacy_only", False))
+
+
+app = _build() if ENV in os.environ else None
