@@ -182,8 +182,3 @@ def test_unknown_plugin_name_and_bad_config(site: Path, tmp_path: Path) -> None:
 def test_version_flag() -> None:
     out = subprocess.run([MCPKIT, "--version"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and out.stdout.startswith("mcpkit, version ")
-
-
-def test_http_transport_not_yet(site: Path) -> None:
-    proc = run_cli(site, "serve", "--transport", "sse")
-    assert proc.returncode != 0 and "not yet available" in proc.stderr

@@ -1,0 +1,177 @@
+"""The plugin's engine: settings, catalog + searcher, and the two tool operations.
+
+Plain Python, no mcpkit import: ``plugin.py`` wires it into the server.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .catalog import Catalog, SpecSource, build_catalog, parse_sources
+from .lexical import query_has_terms
+from .ranking import MODES, Searcher, hybrid_available
+from .spec import Operation
+
+log = logging.getLogger("mcpkit_openapi")
+
+KNOWN_SETTINGS = {"specs", "cache_dir", "ranking", "timeout"}
+DEFAULT_TIMEOUT = 5.0
+EMBEDDED_NOTE = (
+    "No specs configured: these results come from the embedded demo issue-tracker API. "
+    "Set [plugins.openapi] specs = [\"path/to/openapi.json\"] to search your own APIs."
+)
+
+
+class SettingsError(ValueError):
+    """A malformed [plugins.openapi] table."""
+
+
+class QueryError(ValueError):
+    """A query the engine cannot search (e.g. nothing but punctuation)."""
+
+
+class UnknownOperation(LookupError):
+    def __init__(self, operation_id: str, suggestions: list[str]) -> None:
+        self.operation_id = operation_id
+        self.suggestions = suggestions
+        hint = f" Closest ids: {', '.join(suggestions)}." if suggestions else ""
+        super().__init__(f"Unknown operation id {operation_id!r}.{hint} Use search_ids to find operation ids.")
+
+
+@dataclass
+class Settings:
+    specs: list[SpecSource] = field(default_factory=list)
+    cache_dir: Path | None = None
+    ranking: str = "lexical"
+    timeout: float = DEFAULT_TIMEOUT
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any] | None, default_cache: Path | None = None) -> Settings:
+        """Validate a ``[plugins.openapi]`` table (relative paths against the current directory)."""
+        config = dict(config or {})
+        unknown = sorted(set(config) - KNOWN_SETTINGS)
+        if unknown:
+            log.warning("openapi: ignoring unknown setting(s) %s", ", ".join(unknown))
+        try:
+            specs = parse_sources(config.get("specs"))
+        except ValueError as exc:
+            raise SettingsError(f"[plugins.openapi] specs: {exc}") from None
+        ranking = config.get("ranking", "lexical")
+        if ranking not in MODES:
+            raise SettingsError(f"[plugins.openapi] ranking must be one of {', '.join(MODES)}, got {ranking!r}")
+        if ranking == "hybrid" and not hybrid_available():
+            raise SettingsError(
+                "[plugins.openapi] ranking = 'hybrid' needs the optional embedding extra, which is not "
+                "installed: pip install 'mcpkit-openapi[embeddings]' (or use ranking = 'lexical')"
+            )
+        timeout = config.get("timeout", DEFAULT_TIMEOUT)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise SettingsError(f"[plugins.openapi] timeout must be a positive number of seconds, got {timeout!r}")
+        cache = config.get("cache_dir")
+        if cache is not None and not isinstance(cache, str):
+            raise SettingsError(f"[plugins.openapi] cache_dir must be a path string, got {cache!r}")
+        cache_dir = Path(cache).expanduser().absolute() if cache else default_cache
+        return cls(specs, cache_dir, ranking, float(timeout))
+
+
+@dataclass
+class Hit:
+    operation_id: str
+    summary: str
+    similarity_score: float
+    method: str
+    path: str
+
+
+class Engine:
+    """Loads the catalog once and answers search / describe requests (thread-safe reads)."""
+
+    def __init__(self, settings: Settings) -> None:
+        t0 = time.perf_counter()
+        self.settings = settings
+        self.catalog: Catalog = build_catalog(settings.specs, settings.cache_dir)
+        self.searcher = Searcher(self.catalog.operations, settings.ranking, settings.cache_dir)
+        self.ids = [op.operation_id for op in self.catalog.operations]
+        self._lower = {i.lower(): i for i in self.ids}
+        self._suffix: dict[str, list[str]] = {}
+        for op in self.catalog.operations:
+            if op.operation_id != op.operation_id.split(":", 1)[-1]:
+                self._suffix.setdefault(op.operation_id.split(":", 1)[1], []).append(op.operation_id)
+        log.info(
+            "openapi: event=index_ready apis=%d operations=%d errors=%d ranking=%s embedded_default=%s build_ms=%.0f",
+            len(self.catalog.apis), len(self.ids), len(self.catalog.errors), settings.ranking,
+            self.catalog.embedded_default, (time.perf_counter() - t0) * 1000,
+        )
+
+    @property
+    def note(self) -> str | None:
+        """A remark for the model when results do not come from the user's own specs."""
+        if self.catalog.embedded_default:
+            return EMBEDDED_NOTE
+        if not self.catalog.operations and self.catalog.errors:
+            return "No configured spec could be loaded: " + "; ".join(self.catalog.errors)
+        return None
+
+    def search(self, query: str, limit: int = 5) -> list[Hit]:
+        """Most relevant operations for a natural-language query, best first."""
+        t0 = time.perf_counter()
+        try:
+            if not query.strip() or not query_has_terms(query):
+                raise QueryError("the query has no searchable words; describe the task, e.g. 'close an issue'")
+            results = self.searcher.search(query, limit)
+            hits = []
+            for doc, score in results:
+                op = self.catalog.operations[doc]
+                hits.append(Hit(op.operation_id, op.summary, round(score, 4), op.method, op.path))
+        except Exception as exc:
+            log.info("openapi: event=search_ids query=%s status=error error=%s latency_ms=%.2f",
+                     _q(query), json.dumps(str(exc)), (time.perf_counter() - t0) * 1000)
+            raise
+        log.info("openapi: event=search_ids query=%s limit=%d results=%d latency_ms=%.2f ranking=%s",
+                 _q(query), limit, len(hits), (time.perf_counter() - t0) * 1000, self.searcher.mode)
+        return hits
+
+    def resolve_id(self, operation_id: str) -> Operation:
+        key = operation_id.strip()
+        op = self.catalog.by_id.get(key)
+        if op is None and key.lower() in self._lower:
+            op = self.catalog.by_id[self._lower[key.lower()]]
+        if op is None and len(self._suffix.get(key, [])) == 1:  # unprefixed id, unambiguous
+            op = self.catalog.by_id[self._suffix[key][0]]
+        if op is None:
+            close = difflib.get_close_matches(key, self.ids, n=5, cutoff=0.5)
+            if not close:
+                lowered = {i.lower(): i for i in self.ids}
+                close = [lowered[c] for c in difflib.get_close_matches(key.lower(), list(lowered), n=5, cutoff=0.3)]
+            raise UnknownOperation(operation_id, close)
+        return op
+
+    def describe(self, operation_id: str) -> dict[str, Any]:
+        """What a caller needs to invoke one operation, compact enough for an LLM context."""
+        op = self.resolve_id(operation_id)
+        out: dict[str, Any] = {
+            "operation_id": op.operation_id,
+            "method": op.method,
+            "path": op.path,
+            "summary": op.summary,
+            "description": op.description,
+            "tags": op.tags,
+            "parameters": op.parameters,
+            "request_body": op.request_body,
+            "responses": op.responses,
+        }
+        if len(self.catalog.apis) > 1 or self.catalog.embedded_default:
+            out["api"] = op.api
+        if op.deprecated:
+            out["deprecated"] = True
+        return out
+
+
+def _q(query: str, limit: int = 120) -> str:
+    return json.dumps(query if len(query) <= limit else query[:limit] + "…", ensure_ascii=False)

@@ -1,0 +1,163 @@
+"""BM25F ranking over operation fields, with query-side synonym concepts.
+
+Each operation is a document with several fields (operationId, summary, description, path,
+tags, HTTP-method verbs). A term's frequency is combined across fields with per-field weights
+and length normalisation (BM25F), then saturated once. Because document lengths are fixed, the
+per-(term, document) impact is precomputed at build time and a query is a few dictionary walks.
+
+A query is a list of *concepts* (a word plus its synonyms, see :func:`text.query_concepts`);
+a concept contributes the best of its alternatives, so synonyms widen recall without
+double counting. Dividing by the score of an ideal document that matches every concept with
+its primary word gives a similarity in [0, 1] that is comparable across queries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .spec import Operation
+from .text import analyze, clean_prose, query_concepts, words
+
+METHOD_VERBS = {
+    "GET": "get list read",
+    "POST": "create add",
+    "PUT": "update set replace",
+    "PATCH": "update edit",
+    "DELETE": "delete remove",
+}
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    weight: float
+    b: float  # length normalisation strength
+
+
+DEFAULT_FIELDS: dict[str, FieldSpec] = {
+    "opid": FieldSpec(2.5, 0.5),
+    "summary": FieldSpec(3.0, 0.5),
+    "description": FieldSpec(0.2, 0.75),
+    "path": FieldSpec(1.0, 0.4),
+    "params": FieldSpec(0.25, 0.5),
+    "fields": FieldSpec(0.3, 0.75),
+    "tags": FieldSpec(1.0, 0.3),
+    "verb": FieldSpec(0.6, 0.0),
+}
+K1 = 1.2
+DESCRIPTION_CHARS = 400  # only the start of a description is indexed; the rest is mostly noise
+
+
+def operation_fields(op: Operation) -> dict[str, list[str]]:
+    """The analysed terms of each indexed field of an operation."""
+    opid = op.operation_id.split(":", 1)[-1] if op.api else op.operation_id
+    static, params = [], []
+    for seg in op.path.split("/"):
+        (params if seg.startswith("{") else static).append(seg)
+    desc = clean_prose(op.description)[:DESCRIPTION_CHARS]
+    return {
+        "opid": [] if op.synthesized_id else analyze(opid),
+        "summary": analyze(op.summary),
+        "description": analyze(desc),
+        "path": analyze(" ".join(static), keep_stop_words=True),  # keeps /users/me
+        "params": analyze(" ".join(params)),
+        "fields": analyze(" ".join(input_names(op))),
+        "tags": analyze(" ".join(op.tags)),
+        "verb": analyze(METHOD_VERBS.get(op.method, op.method.lower())),
+    }
+
+
+def input_names(op: Operation) -> list[str]:
+    """Names a caller fills in: non-path parameters, top-level body properties, and their
+    string enum values (``state: open|closed`` is how "close an issue" is spelled)."""
+    out: list[str] = []
+
+    def add(name: str, schema: object) -> None:
+        out.append(name)
+        if isinstance(schema, dict) and isinstance(schema.get("enum"), list):
+            out.extend(str(v) for v in schema["enum"][:12] if isinstance(v, str) and v != "...")
+
+    for p in op.parameters:
+        if p.get("in") != "path":
+            add(str(p.get("name", "")), p.get("schema"))
+    schema = (op.request_body or {}).get("schema")
+    if isinstance(schema, dict):
+        props = dict(schema.get("properties") or {})
+        for part in schema.get("allOf") or []:
+            if isinstance(part, dict):
+                props.update(part.get("properties") or {})
+        for name, sub in props.items():
+            add(name, sub)
+    return out
+
+
+class LexicalIndex:
+    """Precomputed BM25F impacts: ``term -> {doc: impact}`` with impact <= idf(term)."""
+
+    def __init__(self, operations: Sequence[Operation], fields: dict[str, FieldSpec] | None = None,
+                 k1: float = K1) -> None:
+        self.fields = dict(fields or DEFAULT_FIELDS)
+        self.k1 = k1
+        self.size = len(operations)
+        docs = [operation_fields(op) for op in operations]
+        avg = {f: (sum(len(d[f]) for d in docs) / max(1, len(docs))) or 1.0 for f in self.fields}
+        df: Counter[str] = Counter()
+        pseudo_tf: list[dict[str, float]] = []
+        for d in docs:
+            acc: dict[str, float] = {}
+            for f, spec in self.fields.items():
+                terms = d[f]
+                if not terms:
+                    continue
+                norm = 1.0 - spec.b + spec.b * len(terms) / avg[f]
+                for term, tf in Counter(terms).items():
+                    acc[term] = acc.get(term, 0.0) + spec.weight * tf / norm
+            df.update(acc.keys())
+            pseudo_tf.append(acc)
+        n = self.size
+        self.idf = {t: math.log(1.0 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+        self.unseen_idf = math.log(1.0 + (n + 0.5) / 0.5)
+        self.postings: dict[str, dict[int, float]] = {}
+        for doc_id, acc in enumerate(pseudo_tf):
+            for term, tf in acc.items():
+                impact = self.idf[term] * tf / (k1 + tf)
+                self.postings.setdefault(term, {})[doc_id] = impact
+
+    def score(self, query: str) -> tuple[dict[int, float], float]:
+        """Raw scores of matching documents and the ideal score used for normalisation."""
+        totals: dict[int, float] = {}
+        ideal = 0.0
+        for primary, alts in query_concepts(query, self.postings):
+            best: dict[int, float] = {}
+            concept_max = self.idf.get(primary, self.unseen_idf)
+            for term, weight in alts.items():
+                postings = self.postings.get(term)
+                if not postings:
+                    continue
+                concept_max = max(concept_max, weight * self.idf[term])
+                for doc, impact in postings.items():
+                    value = impact * weight
+                    if value > best.get(doc, 0.0):
+                        best[doc] = value
+            ideal += concept_max
+            for doc, value in best.items():
+                totals[doc] = totals.get(doc, 0.0) + value
+        return totals, ideal
+
+    def search(self, query: str, limit: int) -> list[tuple[int, float]]:
+        """Top ``limit`` (doc index, similarity in [0, 1]) pairs, best first."""
+        totals, ideal = self.score(query)
+        if not totals or ideal <= 0:
+            return []
+        top = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+        return [(doc, min(1.0, s / ideal)) for doc, s in top]
+
+    def vocabulary_size(self) -> int:
+        return len(self.postings)
+
+
+def query_has_terms(query: str) -> bool:
+    """False when a query has no searchable word at all (only punctuation or stop words)."""
+    return any(True for _ in words(query))

@@ -1,0 +1,247 @@
+"""Reading OpenAPI 3.0/3.1 and Swagger 2.0 documents into flat operation records."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .refs import Resolver, _short
+
+HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+MAX_DESCRIPTION = 1500  # characters of an operation description kept
+
+
+class SpecError(Exception):
+    """A spec that cannot be read or is not an OpenAPI/Swagger document."""
+
+
+@dataclass
+class Operation:
+    """One callable operation, with everything get_operation shows (refs already resolved)."""
+
+    operation_id: str
+    method: str
+    path: str
+    summary: str = ""
+    description: str = ""
+    tags: list[str] = field(default_factory=list)
+    parameters: list[dict[str, Any]] = field(default_factory=list)
+    request_body: dict[str, Any] | None = None
+    responses: dict[str, str] = field(default_factory=dict)
+    deprecated: bool = False
+    synthesized_id: bool = False
+    api: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Operation:
+        return cls(**data)
+
+
+@dataclass
+class ParsedSpec:
+    title: str
+    version: str
+    spec_version: str  # "2.0", "3.0.3", "3.1.0"
+    operations: list[Operation]
+
+
+def parse_document(raw: bytes, name: str) -> Any:
+    """JSON or YAML bytes -> Python object. ``name`` picks the first parser to try."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not UTF-8 text: {exc}") from None
+    if not name.lower().endswith((".yaml", ".yml")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            if name.lower().endswith(".json"):
+                raise SpecError(f"invalid JSON: {exc}") from None
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - pyyaml is a declared dependency
+        raise SpecError("YAML spec but PyYAML is not installed") from None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        raise SpecError(f"invalid YAML: {exc}") from None
+
+
+def synthesized_id(method: str, path: str) -> str:
+    """The id given to an operation that has no operationId: ``GET /repositories/{workspace}``."""
+    return f"{method.upper()} {path}"
+
+
+def load_operations(doc: Any) -> ParsedSpec:
+    """Validate the top level of a parsed document and extract its operations."""
+    if not isinstance(doc, dict):
+        raise SpecError("the document is not a JSON/YAML object")
+    swagger, openapi = doc.get("swagger"), doc.get("openapi")
+    if str(swagger) == "2.0":
+        spec_version = "2.0"
+    elif isinstance(openapi, str) and re.match(r"3\.[01](\.|$)", openapi):
+        spec_version = openapi
+    else:
+        raise SpecError("neither 'openapi: 3.0.x/3.1.x' nor 'swagger: \"2.0\"' at the top level")
+    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    paths = doc.get("paths", {})
+    if paths is None:
+        paths = {}
+    if not isinstance(paths, dict):
+        raise SpecError("'paths' is not an object")
+    if "paths" not in doc and spec_version.startswith(("2", "3.0")):
+        raise SpecError("no 'paths' object")
+    resolver = Resolver(doc)
+    v2 = spec_version == "2.0"
+    ops: list[Operation] = []
+    seen: dict[str, int] = {}
+    for path, item in paths.items():
+        item = resolver.obj(item)
+        if not isinstance(item, dict):
+            continue
+        shared = item.get("parameters") if isinstance(item.get("parameters"), list) else []
+        for method in HTTP_METHODS:
+            raw_op = item.get(method)
+            if raw_op is None:
+                continue
+            if not isinstance(raw_op, dict):
+                raise SpecError(f"operation {method.upper()} {path} is not an object")
+            op = _operation(resolver, doc, str(path), method, raw_op, shared, v2)
+            count = seen.get(op.operation_id, 0) + 1
+            seen[op.operation_id] = count
+            if count > 1:  # duplicate ids happen in the wild; keep them apart, stably
+                op.operation_id = f"{op.operation_id}#{count}"
+            ops.append(op)
+    return ParsedSpec(
+        title=str(info.get("title") or ""),
+        version=str(info.get("version") or ""),
+        spec_version=spec_version,
+        operations=ops,
+    )
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _operation(
+    r: Resolver, doc: dict, path: str, method: str, raw: dict, shared: list, v2: bool
+) -> Operation:
+    op_id = _text(raw.get("operationId"))
+    description = _text(raw.get("description"))
+    if len(description) > MAX_DESCRIPTION:
+        description = description[: MAX_DESCRIPTION - 1].rstrip() + "…"
+    params: dict[tuple[str, str], dict] = {}
+    for p in list(shared) + list(raw.get("parameters") or []):
+        p = r.obj(p)
+        if isinstance(p, dict) and "name" in p and "in" in p:
+            params[(str(p["name"]), str(p["in"]))] = p  # operation level overrides path level
+    parameters: list[dict[str, Any]] = []
+    body: dict[str, Any] | None = None
+    form: list[dict] = []
+    for (name, where), p in params.items():
+        if v2 and where == "body":
+            body = {
+                "content_types": _consumes(doc, raw),
+                "required": bool(p.get("required", False)),
+                "schema": r.compact_schema(p.get("schema", {})),
+            }
+            if _text(p.get("description")):
+                body["description"] = _short(p["description"])
+            continue
+        if v2 and where == "formData":
+            form.append(p)
+            continue
+        entry: dict[str, Any] = {"name": name, "in": where, "required": bool(p.get("required", where == "path"))}
+        if _text(p.get("description")):
+            entry["description"] = _short(p["description"])
+        entry["schema"] = _param_schema(r, p, v2)
+        if p.get("deprecated"):
+            entry["deprecated"] = True
+        parameters.append(entry)
+    if v2 and form:
+        body = _form_body(r, doc, raw, form)
+    elif not v2 and raw.get("requestBody") is not None:
+        body = _request_body(r, raw["requestBody"])
+    responses: dict[str, str] = {}
+    raw_responses = raw.get("responses") if isinstance(raw.get("responses"), dict) else {}
+    for code, resp in raw_responses.items():
+        resp = r.obj(resp)
+        text = _text(resp.get("description")) if isinstance(resp, dict) else ""
+        responses[str(code)] = _short(text, 160) if text else ""
+    tags = [str(t) for t in raw.get("tags") or [] if isinstance(t, (str, int))]
+    return Operation(
+        operation_id=op_id or synthesized_id(method, path),
+        method=method.upper(),
+        path=path,
+        summary=_short(_text(raw.get("summary")), 300),
+        description=description,
+        tags=tags,
+        parameters=parameters,
+        request_body=body,
+        responses=responses,
+        deprecated=bool(raw.get("deprecated", False)),
+        synthesized_id=not op_id,
+    )
+
+
+def _param_schema(r: Resolver, p: dict, v2: bool) -> Any:
+    if "schema" in p:
+        return r.compact_schema(p["schema"])
+    if isinstance(p.get("content"), dict) and p["content"]:  # 3.x parameter with content
+        media = next(iter(p["content"].values()))
+        return r.compact_schema(media.get("schema", {}) if isinstance(media, dict) else {})
+    if v2:  # 2.0 non-body parameters carry the schema keywords inline
+        keys = ("type", "format", "items", "enum", "default", "minimum", "maximum", "pattern",
+                "maxLength", "minLength", "collectionFormat")
+        return r.compact_schema({k: p[k] for k in keys if k in p})
+    return {}
+
+
+def _consumes(doc: dict, raw: dict) -> list[str]:
+    types = raw.get("consumes") or doc.get("consumes") or ["application/json"]
+    return [str(t) for t in types]
+
+
+def _form_body(r: Resolver, doc: dict, raw: dict, form: list[dict]) -> dict[str, Any]:
+    props = {str(p["name"]): _param_schema(r, p, True) for p in form}
+    required = [str(p["name"]) for p in form if p.get("required")]
+    schema: dict[str, Any] = {"type": "object", "properties": props}
+    if required:
+        schema["required"] = required
+    types = _consumes(doc, raw)
+    if types == ["application/json"]:
+        types = ["application/x-www-form-urlencoded"]
+    return {"content_types": types, "required": bool(required), "schema": schema}
+
+
+def _request_body(r: Resolver, raw_body: Any) -> dict[str, Any] | None:
+    rb = r.obj(raw_body)
+    if not isinstance(rb, dict):
+        return None
+    content = rb.get("content") if isinstance(rb.get("content"), dict) else {}
+    types = list(content)
+    chosen = next((t for t in types if "json" in t), types[0] if types else None)
+    schema: Any = {}
+    if chosen is not None and isinstance(content[chosen], dict):
+        schema = r.compact_schema(content[chosen].get("schema", {}))
+    out: dict[str, Any] = {"content_types": types, "required": bool(rb.get("required", False)), "schema": schema}
+    if _text(rb.get("description")):
+        out["description"] = _short(rb["description"])
+    return out
+
+
+def load_spec_file(path: Path) -> tuple[bytes, ParsedSpec]:
+    """Read and parse one spec file; raises :class:`SpecError` with a readable reason."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"cannot read file: {exc.strerror or exc}") from None
+    return raw, load_operations(parse_document(raw, path.name))

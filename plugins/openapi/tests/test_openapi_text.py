@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from mcpkit_openapi.text import analyze, query_concepts, split_identifier, stem, words
+
+
+def test_identifier_splitting() -> None:
+    assert split_identifier("getHTTPStatusCode") == "get HTTP Status Code"
+    assert words("listIssuesForRepo") == ["list", "issues", "for", "repo"]
+    assert words("issues/list-for-repo") == ["issues", "list", "for", "repo"]
+    assert words("/repos/{owner}/{repo}/git_refs") == ["repos", "owner", "repo", "git", "refs"]
+
+
+def test_stemming_collapses_inflections() -> None:
+    groups = [
+        ("repository", "repositories"), ("merge", "merged", "merging"), ("label", "labels", "labeled"),
+        ("branch", "branches"), ("status", "statuses"), ("create", "created", "creation"),
+        ("protect", "protection"), ("deploy", "deployment"), ("review", "reviewer", "reviewers"),
+        ("invite", "invitation"), ("assign", "assignee", "assignees"), ("run", "running", "runs"),
+    ]
+    for group in groups:
+        assert len({stem(w) for w in group}) == 1, group
+    assert stem("user") != stem("us") and stem("news") == "new"
+    assert stem("v2") == "v2" and stem("get") == "get"
+
+
+def test_analyze_drops_stop_words_and_expands_abbreviations() -> None:
+    assert analyze("Get a repo of the org") == analyze("get repository organization")
+
+
+def test_query_concepts_synonyms_bigrams_and_negation() -> None:
+    concepts = dict(query_concepts("remove a label"))
+    assert concepts[stem("remove")][stem("delete")] < 1.0
+    assert stem("label") in concepts
+    disable = [p for p, _ in query_concepts("turn off the workflow")]
+    assert stem("disable") in disable and stem("turn") not in disable
+    pr = [p for p, _ in query_concepts("merge my PR")]
+    assert pr[:3] == [stem("merge"), "pull", stem("request")]
+    assert stem("authenticated") in pr  # "my" refers to the current user
+    neg = dict(query_concepts("unassign a user", vocabulary={"assign": {}}))
+    assert stem("assign") in neg["unassign"] and stem("remove") in neg
+    close = dict(query_concepts("close an issue"))
+    assert stem("update") in close[stem("close")]  # state changes imply an update
+    assert query_concepts("the of and") == []
