@@ -52,3 +52,49 @@ def test_official_sdk_client_over_stdio(mode: str) -> None:
     assert out["bad"] is True
     assert out["resource"] == "Ida is a friend of the hello plugin."
     assert out["prompt"] == "Please introduce Ida in a formal style."
+
+
+@pytest.fixture(scope="module")
+def http_server():
+    from .http_helpers import HttpServer
+
+    with HttpServer("--plugin", "hello") as srv:
+        yield srv
+
+
+async def _exercise_url(url: str, mode: str) -> dict:
+    progress: list[float] = []
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        progress.append(p)
+
+    async with Client(url, mode=mode) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        greet = await client.call_tool("greet", {"name": "HTTP"})
+        counted = await client.call_tool("count", {"to": 3, "delay": 0}, progress_callback=on_progress)
+        return {"version": client.protocol_version, "names": names, "greet": greet.content[0].text,
+                "progress": progress, "counted": counted.content[0].text}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_official_sdk_client_over_streamable_http(http_server, mode: str) -> None:
+    out = asyncio.run(_exercise_url(f"http://127.0.0.1:{http_server.port}/mcp", mode))
+    assert out["version"] == ("2026-07-28" if mode == "auto" else "2025-11-25")
+    assert "greet" in out["names"] and out["greet"] == "Hello, HTTP."
+    assert out["progress"] == [1, 2, 3] and out["counted"] == "Counted to 3."
+
+
+def test_official_sdk_client_over_legacy_sse(http_server) -> None:
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    async def run() -> tuple[str, list[str], str]:
+        async with sse_client(f"http://127.0.0.1:{http_server.port}/sse") as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                names = [t.name for t in (await session.list_tools()).tools]
+                res = await session.call_tool("greet", {"name": "SSE"})
+                return init.protocol_version, names, res.content[0].text
+
+    version, names, text = asyncio.run(run())
+    assert version in ("2024-11-05", "2025-11-25") and "greet" in names and text == "Hello, SSE."

@@ -31,6 +31,7 @@ class Stream:
         self.seq = 0
         self.done = False
         self.reader: trio.MemorySendChannel[Frame] | None = None
+        self._reader_end: trio.MemoryReceiveChannel[Frame] | None = None  # who reads it
 
     def emit(self, data: bytes, *, final: bool = False) -> None:
         self.seq += 1
@@ -58,7 +59,7 @@ class Stream:
         else:
             if self.reader is not None:
                 self.reader.close()
-            self.reader = send
+            self.reader, self._reader_end = send, recv
         return recv
 
     def close_reader(self) -> None:
@@ -68,8 +69,9 @@ class Stream:
             self.reader.close()
             self.reader = None
 
-    def detach(self, channel: trio.MemorySendChannel[Frame] | None = None) -> None:
-        if self.reader is not None and (channel is None or self.reader is channel):
+    def detach(self, reader_end: trio.MemoryReceiveChannel[Frame] | None = None) -> None:
+        """Stop live delivery (only to ``reader_end``, if given: a newer reader stays)."""
+        if self.reader is not None and (reader_end is None or self._reader_end is reader_end):
             self.reader.close()
             self.reader = None
 

@@ -236,7 +236,7 @@ class Streamable:
         self.nursery.start_soon(self._run_in_session, session, req, peer, stream)
         first = await channel.receive()
         if self.settings.response_mode != "sse" and first[0] != CLOSE and stream.done and stream.seq == 1 and not peer.wants_sse:
-            stream.detach()
+            stream.detach(channel)
             await respond(send, 200, first[1])
             return
         polling = req.features.version >= "2025-11-25"
@@ -278,7 +278,7 @@ class Streamable:
             except OSError:  # the client went away: the stream stays resumable
                 pass
             nursery.cancel_scope.cancel()
-        stream.detach()
+        stream.detach(channel)
         try:
             await sse_end(send)
         except OSError:
