@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.mcpkit-installed
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
 EDITABLES   := -e '.[test]' $(foreach p,$(PLUGIN_DIRS),-e $(p)) -e examples/hello-plugin
 
-.PHONY: install serve test bench clean
+.PHONY: install serve test conformance bench clean
 
 install: $(STAMP)
 
@@ -22,6 +22,11 @@ serve: install
 
 test: install
 	$(VENV)/bin/pytest -q
+	CONFORMANCE_EXTENSIONS=0 scripts/conformance
+
+# The official conformance harness against the conformance example plugin (installs both).
+conformance: install
+	scripts/conformance
 
 bench: install
 	$(PY) bench/bench_stdio.py

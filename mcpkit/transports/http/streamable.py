@@ -42,6 +42,13 @@ def error_code(data: bytes) -> int | None:
     return err.code if err else None
 
 
+def prefers_sse(accept: str) -> bool:
+    """The client listed text/event-stream before application/json: stream the answer."""
+    accept = accept.lower()
+    sse, js = accept.find("text/event-stream"), accept.find("application/json")
+    return sse != -1 and (js == -1 or sse < js)
+
+
 def accepts(accept: str, *types: str) -> bool:
     accept = accept.lower()
     return "*/*" in accept or all(t in accept for t in types)
@@ -114,7 +121,7 @@ class Streamable:
             await respond(send, http_status_for(error_code(ev.data) or 0), ev.data)
             return
         assert isinstance(ev, RequestReceived)
-        await self._answer_stateless(ev, receive, send)
+        await self._answer_stateless(ev, receive, send, prefers_sse(h.get("accept", "")))
 
     def _check_stateless(self, msg: Message, h: dict[str, str], version: str | None) -> None:
         """Header rules in the order the spec's validation implies."""
@@ -141,9 +148,11 @@ class Streamable:
                     args = params.get("arguments")
                     http_rules.check_param_headers(h, mirrored, args if isinstance(args, dict) else None)
 
-    async def _answer_stateless(self, req: RequestReceived, receive: Receive, send: Send) -> None:
-        """Run the request in this HTTP exchange: JSON unless it streams; a closed stream cancels it."""
-        peer = _DirectPeer(send, self.settings.response_mode == "sse" or req.method == "subscriptions/listen")
+    async def _answer_stateless(self, req: RequestReceived, receive: Receive, send: Send, sse: bool = False) -> None:
+        """Run the request in this HTTP exchange: JSON unless it streams (or the client prefers
+        SSE); a closed stream cancels it."""
+        sse = sse or self.settings.response_mode == "sse" or req.method == "subscriptions/listen"
+        peer = _DirectPeer(send, sse and self.settings.response_mode != "json" or req.method == "subscriptions/listen")
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
             if req.method == "subscriptions/listen":
@@ -190,7 +199,7 @@ class Streamable:
         for ev in events:
             self._apply(session, ev)
         if requests:
-            await self._answer_in_session(session, requests[0], send)
+            await self._answer_in_session(session, requests[0], send, prefers_sse(h.get("accept", "")))
         elif any(isinstance(ev, Reply) for ev in events):
             data = next(ev.data for ev in events if isinstance(ev, Reply))
             await respond(send, http_status_for(error_code(data) or 0) if error_code(data) in (-32700, -32600) else 200, data)
@@ -225,7 +234,7 @@ class Streamable:
         else:
             await respond(send, 202)
 
-    async def _answer_in_session(self, session: Session, req: RequestReceived, send: Send) -> None:
+    async def _answer_in_session(self, session: Session, req: RequestReceived, send: Send, sse: bool = False) -> None:
         """The request runs in the server's nursery, so a dropped connection does not stop it;
         its messages go through the session's replay store."""
         assert self.nursery is not None
@@ -235,7 +244,8 @@ class Streamable:
         session.active += 1
         self.nursery.start_soon(self._run_in_session, session, req, peer, stream)
         first = await channel.receive()
-        if self.settings.response_mode != "sse" and first[0] != CLOSE and stream.done and stream.seq == 1 and not peer.wants_sse:
+        json_ok = self.settings.response_mode == "json" or (self.settings.response_mode == "auto" and not sse)
+        if json_ok and first[0] != CLOSE and stream.done and stream.seq == 1 and not peer.wants_sse:
             stream.detach(channel)
             await respond(send, 200, first[1])
             return
