@@ -40,6 +40,7 @@ class Guard:
         self.extra = {o.rstrip("/").lower() for o in allow_origins if o != "*"}
         self.token = auth_token
         self.check_host = is_loopback_host(bind_host)
+        self._hosts: dict[str, bool] = {}
 
     def origin_allowed(self, origin: str) -> bool:
         if self.allow_any:
@@ -54,7 +55,12 @@ class Guard:
         """On loopback binds only loopback Host headers are served (DNS rebinding)."""
         if not self.check_host or host is None:
             return True
-        return is_loopback_host(_hostname(host))
+        known = self._hosts.get(host)
+        if known is None:
+            known = is_loopback_host(_hostname(host))
+            if len(self._hosts) < 1024:
+                self._hosts[host] = known
+        return known
 
     def authorized(self, authorization: str | None) -> bool:
         if self.token is None:
