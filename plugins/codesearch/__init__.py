@@ -1,0 +1,1 @@
+"""Lets pytest import this plugin's tests as the package codesearch.tests (unique module names)."""
