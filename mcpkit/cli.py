@@ -123,7 +123,8 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
         await serve_http(app, lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
 
     if transport != "stdio":
-        logging.getLogger("mcpkit.http.access").setLevel(logging.INFO)
+        for name in ("mcpkit.http.access", "mcpkit.http.search"):
+            logging.getLogger(name).setLevel(logging.INFO)
     try:
         trio.run(run_stdio if transport == "stdio" else run_http)
     except RuntimeError as exc:

@@ -25,7 +25,7 @@ def test_healthz_and_request_ids(srv: HttpServer) -> None:
     assert status == 200 and h["x-request-id"] == "abc-123"
     info = json.loads(body)
     assert info["status"] == "ok" and info["plugins"] == ["hello"]
-    assert re.fullmatch(r"[0-9a-f]{32}", srv.call("GET", "/healthz")[1]["x-request-id"])
+    assert re.fullmatch(r"[0-9a-f-]{36}", srv.call("GET", "/healthz")[1]["x-request-id"])
 
 
 def test_session_lifecycle(srv: HttpServer) -> None:

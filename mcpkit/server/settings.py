@@ -44,6 +44,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     #: seconds in-flight work may finish after SIGTERM before it is cancelled
     shutdown_grace_s: float = 5.0
     workers: int = 1
+    #: tool behind POST /mcp/search (the REST search endpoint)
+    search_tool: str = "search_code"
 
 
 _ENV_PREFIX = "MCPKIT_"

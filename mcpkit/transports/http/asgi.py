@@ -79,10 +79,13 @@ class HttpApp:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         h = header_map(scope)
-        rid = h.get("x-request-id") or uuid.uuid4().hex
+        rid = h.get("x-request-id") or str(uuid.uuid4())
         origin = h.get("origin")
         status = [0]
+        scope["mcpkit.request_id"] = rid
         extra = [(b"x-request-id", rid.encode("latin-1"))]
+        if scope["path"] == "/mcp/search":
+            extra.append((b"x-mcp-version", b"2"))
         if origin is not None and self.guard.origin_allowed(origin):
             extra += self.guard.cors_headers(origin)
 
@@ -163,4 +166,7 @@ def _plain_routes(app: App) -> Any:
             "tools": len(app.registry.tools),
         }
 
+    from .search_api import install
+
+    install(quart, app)
     return quart
