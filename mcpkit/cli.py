@@ -131,6 +131,8 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(f"cannot serve: {exc.strerror or exc}") from None
+    except ImportError as exc:
+        raise click.ClickException(f"the {transport} transport needs a package that is not installed: {exc.name}") from None
 
 
 @main.command("plugins")

@@ -252,6 +252,18 @@ class ServerConnection:
 
     # -- outgoing ------------------------------------------------------------------------------
 
+    def change_notice(self, event: str, arg: Any) -> bytes | None:
+        """The notification this (handshake-era) connection gets for a server-side change:
+        ``tools/list_changed`` and the like once initialized, ``resources/updated`` only for
+        subscribed URIs. None when it gets nothing."""
+        if self.version is None:
+            return None
+        if event == "resources/updated":
+            if arg not in self.subscriptions:
+                return None
+            return jsonrpc.encode_notification("notifications/resources/updated", {"uri": arg})
+        return jsonrpc.encode_notification(f"notifications/{event}")
+
     def next_request_id(self) -> int:
         """Id for a request the server sends to the client."""
         return next(self._ids)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import typing
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 import trio
 
 from ..protocol import jsonrpc
-from ..protocol.connection import RequestReceived
+from ..protocol.connection import RequestReceived, ResponseReceived
 from ..protocol.types import LOG_LEVELS
 from .errors import InputRequired, MissingCapability
 
@@ -31,6 +31,33 @@ class Peer(Protocol):
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         """Send a server-to-client request and wait for its result (handshake era)."""
+
+
+class PendingRequests:
+    """Server-to-client requests (handshake era) waiting for the client's answer."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[Any, tuple[trio.Event, list[Any]]] = {}
+
+    async def ask(self, request_id: Any, send: Callable[[bytes], Awaitable[None]], method: str, params: dict[str, Any]) -> Any:
+        """Send the request with ``send`` and wait for :meth:`deliver` to bring its answer."""
+        done, box = trio.Event(), []
+        self._waiting[request_id] = (done, box)
+        try:
+            await send(jsonrpc.encode_request(request_id, method, params))
+            await done.wait()
+        finally:
+            self._waiting.pop(request_id, None)
+        response = box[0]
+        if response.error is not None:
+            raise PeerError(f"{response.error.message} ({response.error.code})")
+        return response.result
+
+    def deliver(self, response: ResponseReceived) -> None:
+        waiter = self._waiting.get(response.id)
+        if waiter is not None:
+            waiter[1].append(response)
+            waiter[0].set()
 
 
 class InFlight:
@@ -234,4 +261,4 @@ def is_context_annotation(ann: Any) -> bool:
     return any(a is Context for a in typing.get_args(ann)) and typing.get_origin(ann) is not None
 
 
-__all__ = ["Context", "InFlight", "Peer", "PeerError", "SyncContext", "is_context_annotation"]
+__all__ = ["Context", "InFlight", "PendingRequests", "Peer", "PeerError", "SyncContext", "is_context_annotation"]

@@ -16,7 +16,7 @@ from ..protocol.connection import (
     Batch, CancelRequested, Event, NotificationReceived, Reply, RequestReceived, ResponseReceived, ServerConnection,
 )
 from ..server.app import App
-from ..server.context import InFlight, PeerError
+from ..server.context import InFlight, PendingRequests
 from ..server.dispatch import Dispatcher
 
 log = logging.getLogger("mcpkit.stdio")
@@ -69,12 +69,6 @@ class _FdOut(_Out):
                     raise trio.BrokenResourceError(str(exc)) from None
 
 
-class _Pending:
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.response: ResponseReceived | None = None
-
-
 class StdioSession:
     """One stdio process = one connection; every request runs in its own task."""
 
@@ -84,25 +78,14 @@ class StdioSession:
         self.conn: ServerConnection = app.new_connection()
         self.dispatcher = Dispatcher(app)
         self.in_flight = InFlight()
-        self.pending: dict[Any, _Pending] = {}
+        self.pending = PendingRequests()
 
     # Peer protocol (one peer serves every request on stdio)
     async def notify(self, data: bytes) -> None:
         await self.out.write(data)
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
-        rid = self.conn.next_request_id()
-        waiter = self.pending[rid] = _Pending()
-        try:
-            await self.out.write(jsonrpc.encode_request(rid, method, params))
-            await waiter.done.wait()
-        finally:
-            self.pending.pop(rid, None)
-        resp = waiter.response
-        assert resp is not None
-        if resp.error is not None:
-            raise PeerError(f"{resp.error.message} ({resp.error.code})")
-        return resp.result
+        return await self.pending.ask(self.conn.next_request_id(), self.out.write, method, params)
 
     async def handle(self, events: list[Event], nursery: trio.Nursery) -> None:
         for ev in events:
@@ -113,10 +96,7 @@ class StdioSession:
             elif isinstance(ev, CancelRequested):
                 self.in_flight.cancel(ev.request_id)
             elif isinstance(ev, ResponseReceived):
-                waiter = self.pending.get(ev.id)
-                if waiter is not None:
-                    waiter.response = ev
-                    waiter.done.set()
+                self.pending.deliver(ev)
             elif isinstance(ev, Batch):
                 nursery.start_soon(self._serve_batch, ev)
             elif isinstance(ev, NotificationReceived):
@@ -153,13 +133,9 @@ class StdioSession:
         """Handshake era: send list_changed / resources/updated to an initialized client."""
         with self.app.hub.listen() as events:
             async for event, arg in events:
-                if self.conn.version is None:
-                    continue
-                if event == "resources/updated":
-                    if arg in self.conn.subscriptions:
-                        await self.out.write(jsonrpc.encode_notification("notifications/resources/updated", {"uri": arg}))
-                else:
-                    await self.out.write(jsonrpc.encode_notification(f"notifications/{event}"))
+                notice = self.conn.change_notice(event, arg)
+                if notice is not None:
+                    await self.out.write(notice)
 
 
 async def _lines(read: Callable[[], Awaitable[bytes]]) -> AsyncIterator[bytes]:

@@ -14,7 +14,7 @@ from ...protocol.connection import (
     Batch, CancelRequested, Reply, RequestReceived, ResponseReceived, ServerConnection,
 )
 from ...server.app import App
-from ...server.context import InFlight, PeerError
+from ...server.context import InFlight, PendingRequests
 from ...server.dispatch import Dispatcher
 from .wire import Receive, Scope, Send, error_body, read_body, respond, sse_end, sse_event, sse_send, sse_start
 
@@ -25,24 +25,14 @@ class _LegacySession:
         self.nursery = nursery
         self.in_flight = InFlight()
         self.out, self.inbox = trio.open_memory_channel[bytes](math.inf)
-        self.pending: dict[Any, tuple[trio.Event, list[ResponseReceived]]] = {}
+        self.pending = PendingRequests()
 
     # Peer protocol
     async def notify(self, data: bytes) -> None:
         self.out.send_nowait(data)
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
-        rid = self.conn.next_request_id()
-        done, box = trio.Event(), []
-        self.pending[rid] = (done, box)
-        try:
-            self.out.send_nowait(jsonrpc.encode_request(rid, method, params))
-            await done.wait()
-        finally:
-            self.pending.pop(rid, None)
-        if box[0].error is not None:
-            raise PeerError(f"{box[0].error.message} ({box[0].error.code})")
-        return box[0].result
+        return await self.pending.ask(self.conn.next_request_id(), self.notify, method, params)
 
 
 class LegacySse:
@@ -101,13 +91,9 @@ class LegacySse:
     async def _forward_changes(self, session: _LegacySession) -> None:
         with self.app.hub.listen() as events:
             async for event, arg in events:
-                if not session.conn.initialized:
-                    continue
-                if event == "resources/updated":
-                    if arg in session.conn.subscriptions:
-                        await session.notify(jsonrpc.encode_notification("notifications/resources/updated", {"uri": arg}))
-                else:
-                    await session.notify(jsonrpc.encode_notification(f"notifications/{event}"))
+                notice = session.conn.change_notice(event, arg)
+                if notice is not None:
+                    await session.notify(notice)
 
     async def post(self, scope: Scope, receive: Receive, send: Send, h: dict[str, str]) -> None:
         query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
@@ -136,10 +122,7 @@ class LegacySse:
         elif isinstance(ev, CancelRequested):
             session.in_flight.cancel(ev.request_id)
         elif isinstance(ev, ResponseReceived):
-            waiter = session.pending.get(ev.id)
-            if waiter is not None:
-                waiter[1].append(ev)
-                waiter[0].set()
+            session.pending.deliver(ev)
 
     async def _run(self, session: _LegacySession, req: RequestReceived) -> None:
         data = await self.dispatcher.handle(req, session, session.in_flight)

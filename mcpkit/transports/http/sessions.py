@@ -9,9 +9,8 @@ from typing import Any
 
 import trio
 
-from ...protocol import jsonrpc
 from ...protocol.connection import ResponseReceived, ServerConnection
-from ...server.context import InFlight, PeerError
+from ...server.context import InFlight, PendingRequests
 
 Frame = tuple[str | None, bytes]  # (event id, JSON-RPC message)
 CLOSE = "close"  # frame id telling the live reader to end its HTTP response (SSE polling)
@@ -83,7 +82,7 @@ class Session:
         self.in_flight = InFlight()
         self.store: collections.deque[tuple[str, int, bytes]] = collections.deque(maxlen=store_size)
         self.streams: dict[str, Stream] = {}
-        self.pending: dict[Any, tuple[trio.Event, list[ResponseReceived]]] = {}
+        self.pending = PendingRequests()
         self.last_seen = trio.current_time()
         self.active = 0  # requests and streams in progress
         self.closed = False
@@ -101,25 +100,15 @@ class Session:
         self.last_seen = trio.current_time()
 
     def deliver(self, response: ResponseReceived) -> None:
-        waiter = self.pending.get(response.id)
-        if waiter is not None:
-            waiter[1].append(response)
-            waiter[0].set()
+        self.pending.deliver(response)
 
     async def ask(self, stream: Stream, method: str, params: dict[str, Any]) -> Any:
         """Send a server-to-client request on ``stream`` and wait for the client's answer."""
-        rid = self.conn.next_request_id()
-        done = trio.Event()
-        box: list[ResponseReceived] = []
-        self.pending[rid] = (done, box)
-        try:
-            stream.emit(jsonrpc.encode_request(rid, method, params))
-            await done.wait()
-        finally:
-            self.pending.pop(rid, None)
-        if box[0].error is not None:
-            raise PeerError(f"{box[0].error.message} ({box[0].error.code})")
-        return box[0].result
+
+        async def send(data: bytes) -> None:
+            stream.emit(data)
+
+        return await self.pending.ask(self.conn.next_request_id(), send, method, params)
 
     def close(self) -> None:
         self.closed = True

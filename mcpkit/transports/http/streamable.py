@@ -348,13 +348,9 @@ class Streamable:
         with self.app.hub.listen() as events:
             async for event, arg in events:
                 for session in list(self.sessions.sessions.values()):
-                    if not session.conn.initialized:
-                        continue
-                    if event == "resources/updated":
-                        if arg in session.conn.subscriptions:
-                            session.standalone.emit(jsonrpc.encode_notification("notifications/resources/updated", {"uri": arg}))
-                    else:
-                        session.standalone.emit(jsonrpc.encode_notification(f"notifications/{event}"))
+                    notice = session.conn.change_notice(event, arg)
+                    if notice is not None:
+                        session.standalone.emit(notice)
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:

@@ -20,7 +20,6 @@ def run_workers(selection: dict[str, Any], settings_overrides: dict[str, Any], w
     from hypercorn.run import run
 
     from ...plugins.config import load_config
-    from ...server.settings import Settings
     from .serve import hyper_config
 
     os.environ[ENV] = json.dumps({"selection": selection, "settings": settings_overrides})
