@@ -20,12 +20,20 @@ $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) examples/hello-plu
 serve: install
 	@$(VENV)/bin/mcpkit serve
 
-test: install
-	$(VENV)/bin/pytest -q
+# The conformance fixture plugin goes into a folder of its own, seen only by the tests and the
+# conformance run (PYTHONPATH), so `make serve` never serves its fixtures.
+CONF_SITE := .conformance/site
+$(CONF_SITE)/.stamp: $(STAMP) examples/conformance-server/pyproject.toml $(wildcard examples/conformance-server/mcpkit_conformance/*.py)
+	rm -rf $(CONF_SITE)
+	$(PY) -m pip install --quiet --no-deps --target $(CONF_SITE) examples/conformance-server
+	@touch $@
+
+test: install $(CONF_SITE)/.stamp
+	PYTHONPATH=$(CONF_SITE) $(VENV)/bin/pytest -q
 	CONFORMANCE_EXTENSIONS=0 scripts/conformance
 
 # The official conformance harness against the conformance example plugin (installs both).
-conformance: install
+conformance: install $(CONF_SITE)/.stamp
 	scripts/conformance
 
 bench: install
