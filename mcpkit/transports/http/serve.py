@@ -26,6 +26,7 @@ def hyper_config(app: App) -> HyperConfig:
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.keep_alive_timeout = 75
+    config.keep_alive_max_requests = 100_000  # do not make busy clients reconnect every 1,000 calls
     return config
 
 
