@@ -298,8 +298,6 @@ def capabilities_for(caps: dict[str, Any], feats: Features) -> dict[str, Any]:
     out = dict(caps)
     if not feats.tool_annotations:
         out.pop("completions", None)  # completions capability arrived in 2025-03-26
-    if feats.stateless:
-        out.pop("experimental", None) if not out.get("experimental") else None
     return out
 
 

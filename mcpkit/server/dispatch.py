@@ -131,7 +131,7 @@ class Dispatcher:
         return self._page(req, list(self.app.registry.prompts.values()), "prompts", lambda p: p.describe(titles=req.features.titles))
 
     # -- tools ---------------------------------------------------------------------------------
-    async def call_tool(self, req: RequestReceived, peer: Peer, scope: trio.CancelScope | None = None) -> dict[str, Any]:
+    async def call_tool(self, req: RequestReceived, peer: Peer, scope: trio.CancelScope) -> dict[str, Any]:
         params = jsonrpc.decode_params(req.params, CallToolParams)
         tool = self.app.registry.tools.get(params.name)
         if tool is None:
@@ -147,9 +147,6 @@ class Dispatcher:
         if tool.context_param:
             kwargs[tool.context_param] = ctx
         timeout = tool.timeout or self.app.settings.default_timeout
-        if scope is None:  # called on its own: a scope just for the timeout
-            with trio.CancelScope() as own:
-                return await self.call_tool(req, peer, own)
         # The request's scope doubles as the timeout: when the deadline has passed the
         # cancellation is a timeout (answered with an error result); a cancel() from the client
         # or a shutdown comes before the deadline and propagates (no answer is sent).

@@ -85,7 +85,6 @@ class Session:
         self.pending = PendingRequests()
         self.last_seen = trio.current_time()
         self.active = 0  # requests and streams in progress
-        self.closed = False
         self._counter = 0
         self.standalone = self.new_stream("0")
 
@@ -111,7 +110,6 @@ class Session:
         return await self.pending.ask(self.conn.next_request_id(), send, method, params)
 
     def close(self) -> None:
-        self.closed = True
         for scope in list(self.in_flight.scopes.values()):
             scope.cancel()
         for stream in self.streams.values():

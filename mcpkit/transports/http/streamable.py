@@ -20,7 +20,7 @@ from ...server.context import InFlight
 from ...server.dispatch import Dispatcher
 from .sessions import CLOSE, Session, SessionManager, Stream
 from .wire import (
-    Headers, Receive, Scope, Send, error_body, http_status_for, respond, sse_end, sse_event, sse_send, sse_start,
+    Receive, Scope, Send, error_body, read_body, http_status_for, respond, sse_end, sse_event, sse_send, sse_start,
 )
 
 log = logging.getLogger("mcpkit.http")
@@ -77,9 +77,7 @@ class Streamable:
             await respond(send, 405, error_body(jsonrpc.INVALID_REQUEST, "Method not allowed"), [(b"allow", b"GET, POST, DELETE, OPTIONS")])
 
     # -- POST --------------------------------------------------------------------------------
-    async def post(self, receive: Receive, send: Send, h: dict[str, str], body: bytes | None = None) -> None:
-        from .wire import read_body
-
+    async def post(self, receive: Receive, send: Send, h: dict[str, str]) -> None:
         if not accepts(h.get("accept", ""), "application/json", "text/event-stream"):
             await respond(send, 406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"))
             return
@@ -433,4 +431,4 @@ class _BufferPeer:
         raise RuntimeError("server-to-client requests are not available inside a batch")
 
 
-__all__ = ["Streamable", "Headers"]
+__all__ = ["Streamable"]
