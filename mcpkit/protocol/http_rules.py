@@ -90,3 +90,95 @@ def _same(header: str, value: Any) -> bool:
         except ValueError:
             return False
     return isinstance(value, str) and header == value
+
+
+# --- the client side: building the headers a stateless-era POST carries ---------------------
+
+_TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_JS_SAFE = 2**53 - 1
+
+
+def encode_header_value(value: str) -> str:
+    """A header-safe form of ``value``: as is when plain visible ASCII, else the base64 sentinel."""
+    plain = (
+        value == value.strip(" \t")
+        and all(0x20 <= ord(c) <= 0x7E or c == "\t" for c in value)
+        and not (value.startswith(_SENTINEL[0]) and value.endswith(_SENTINEL[1]))
+    )
+    if plain:
+        return value
+    return _SENTINEL[0] + base64.b64encode(value.encode("utf-8")).decode("ascii") + _SENTINEL[1]
+
+
+def mirrored_paths(input_schema: Mapping[str, Any]) -> dict[tuple[str, ...], str]:
+    """Property path -> header suffix for every ``x-mcp-header`` in a tool's input schema.
+
+    Raises ValueError naming the problem when an annotation breaks the spec's constraints (the
+    client must then leave the tool out of its list).
+    """
+    found: dict[tuple[str, ...], str] = {}
+    _walk(input_schema, (), found, reachable=True)
+    seen: set[str] = set()
+    for suffix in found.values():
+        if suffix.lower() in seen:
+            raise ValueError(f"x-mcp-header {suffix!r} is used twice (header names ignore case)")
+        seen.add(suffix.lower())
+    return found
+
+
+def _walk(schema: Any, path: tuple[str, ...], found: dict[tuple[str, ...], str], reachable: bool) -> None:
+    if isinstance(schema, list):
+        for item in schema:
+            _walk(item, path, found, reachable=False)
+        return
+    if not isinstance(schema, Mapping):
+        return
+    if "x-mcp-header" in schema:
+        suffix = schema["x-mcp-header"]
+        where = ".".join(path) or "the schema root"
+        if not reachable or not path:
+            raise ValueError(f"x-mcp-header at {where} is not reachable through properties alone")
+        if not isinstance(suffix, str) or not suffix or any(c not in _TCHAR for c in suffix):
+            raise ValueError(f"x-mcp-header {suffix!r} at {where} is not a valid header name token")
+        kind = schema.get("type")
+        if kind not in ("string", "integer", "boolean"):
+            raise ValueError(f"x-mcp-header at {where} is on a {kind or 'untyped'} value; "
+                             "only string, integer and boolean may be mirrored")
+        found[path] = suffix
+    for key, sub in schema.items():
+        if key == "properties" and isinstance(sub, Mapping):
+            for name, prop in sub.items():
+                _walk(prop, path + (str(name),), found, reachable)
+        elif key != "x-mcp-header" and isinstance(sub, (Mapping, list)):
+            _walk(sub, path, found, reachable=False)
+
+
+def request_headers(method: str, params: Mapping[str, Any] | None,
+                    mirrored: Mapping[tuple[str, ...], str] | None = None) -> dict[str, str]:
+    """``Mcp-Method``, ``Mcp-Name`` and ``Mcp-Param-*`` for one request body."""
+    params = params or {}
+    out = {"Mcp-Method": method}
+    key = _NAME_KEY.get(method)
+    if key is not None and isinstance(params.get(key), str):
+        out["Mcp-Name"] = encode_header_value(params[key])
+    arguments = params.get("arguments")
+    for path, suffix in (mirrored or {}).items():
+        value: Any = arguments
+        for step in path:
+            value = value.get(step) if isinstance(value, Mapping) else None
+        text = _header_text(value)
+        if text is not None:
+            out[f"Mcp-Param-{suffix}"] = encode_header_value(text)
+    return out
+
+
+def _header_text(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value) if abs(value) <= _JS_SAFE else None
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _JS_SAFE:
+        return str(int(value))
+    if isinstance(value, str):
+        return value
+    return None

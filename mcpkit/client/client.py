@@ -1,0 +1,495 @@
+"""The client: connect to any MCP server (a command line or a URL), find its era, then call it.
+
+    async with mcpkit.client.connect("http://127.0.0.1:8000/mcp") as client:
+        result = await client.call_tool("greet", {"name": "Ada"})
+
+Era detection follows the spec's backward-compatibility rules: probe with ``server/discover``
+(stateless era) and fall back to the ``initialize`` handshake, and on HTTP further to the legacy
+HTTP+SSE transport. The answer is remembered per server for the life of the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import time
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Sequence
+
+import trio
+
+from ..protocol.http_rules import mirrored_paths, request_headers
+from ..protocol.types import META_SERVER_INFO
+from ..protocol.versions import HANDSHAKE_VERSIONS, LATEST, LATEST_HANDSHAKE, STATELESS_VERSIONS
+from .errors import (
+    BadResponse,
+    ConnectionFailed,
+    HeaderMismatch,
+    HttpError,
+    McpError,
+    MODERN_CODES,
+    RequestTimeout,
+    RpcError,
+    UnsupportedVersion,
+)
+from .results import CallResult, ServerDescription
+from .schema_check import check_arguments
+from .session import Callback, Handlers, Notification, Session
+from .settings import ClientSettings
+from .transports import Transport
+
+log = logging.getLogger("mcpkit.client")
+
+#: What each server turned out to speak: target key -> ("stateless"|"handshake"|"sse", version)
+_ERA_MEMORY: dict[str, tuple[str, str]] = {}
+
+
+def forget_eras() -> None:
+    """Drop what was learnt about servers' eras (tests, or after a server upgrade)."""
+    _ERA_MEMORY.clear()
+
+
+@asynccontextmanager
+async def connect(target: str | Sequence[str], settings: ClientSettings | None = None, *,
+                  on_log: Callback | None = None, on_elicitation: Callback | None = None,
+                  on_sampling: Callback | None = None, roots: list[dict[str, Any]] | None = None,
+                  on_notification: Callback | None = None, **overrides: Any) -> AsyncIterator["Client"]:
+    """Connect to ``target``: an ``http(s)://`` URL, or a command line run as a stdio server.
+
+    ``overrides`` set :class:`ClientSettings` fields by name. The callbacks may be plain or async:
+    ``on_elicitation(params) -> ElicitResult``, ``on_sampling(params) -> CreateMessageResult``,
+    ``on_log(params)``, ``on_notification(method, params)``.
+    """
+    base = settings or ClientSettings()
+    settings = ClientSettings(**{**base.__dict__, **overrides}) if overrides else base
+    handlers = Handlers(elicitation=on_elicitation, sampling=on_sampling, roots=roots, log=on_log,
+                        notification=on_notification)
+    try:
+        async with trio.open_nursery() as nursery:
+            client = Client(target, settings, handlers)
+            try:
+                await client._connect(nursery)
+                yield client
+            finally:
+                with trio.CancelScope(shield=True):
+                    await client.aclose()
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        leaf = _sole(group)
+        if leaf is None:
+            raise
+        raise leaf from None
+
+
+def _sole(group: BaseExceptionGroup) -> BaseException | None:
+    """The one real exception inside nested single-member groups, if that is all there is."""
+    found = [e for e in _leaves(group) if not isinstance(e, trio.Cancelled)]
+    return found[0] if len(found) == 1 else None
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def is_url(target: str | Sequence[str]) -> bool:
+    return isinstance(target, str) and target.lower().startswith(("http://", "https://"))
+
+
+class Client:
+    """A connected MCP client; make one with :func:`connect`."""
+
+    def __init__(self, target: str | Sequence[str], settings: ClientSettings, handlers: Handlers) -> None:
+        self.target = target
+        self.settings = settings
+        self.handlers = handlers
+        self.session: Session | None = None
+        self.description: ServerDescription | None = None
+        self._tools: dict[str, dict[str, Any]] = {}
+        self._mirrored: dict[str, dict[tuple[str, ...], str]] = {}
+        self._tools_expire = 0.0
+        self._tools_lock = trio.Lock()
+        self._key = target if isinstance(target, str) else shlex.join(target)
+
+    # --- connecting --------------------------------------------------------------------------
+
+    async def _connect(self, nursery: trio.Nursery) -> None:
+        s = self.settings
+        pinned = s.protocol_version
+        if pinned is not None and pinned not in HANDSHAKE_VERSIONS + STATELESS_VERSIONS:
+            raise UnsupportedVersion(f"this client does not speak protocol version {pinned}", None,
+                                     {"supported": list(HANDSHAKE_VERSIONS + STATELESS_VERSIONS)})
+        era = s.mode
+        if pinned is not None:
+            era = "stateless" if pinned in STATELESS_VERSIONS else "handshake"
+        remembered = _ERA_MEMORY.get(self._key) if s.remember_era and era == "auto" else None
+        if is_url(self.target):
+            await self._connect_http(nursery, era, remembered)
+        else:
+            await self._connect_stdio(nursery, era, remembered)
+        assert self.session is not None and self.description is not None
+        if s.remember_era:
+            kind = "sse" if self.description.transport == "sse" else self.description.era
+            _ERA_MEMORY[self._key] = (kind, self.description.protocol_version)
+        if s.prefetch_tools and "tools" in self.description.capabilities:
+            try:
+                await self.list_tools()
+            except McpError as exc:
+                log.warning("could not fetch the tool list after connecting: %s", exc)
+
+    def _session(self, transport: Transport) -> Session:
+        s = self.settings
+        session = Session(transport, self.handlers, uuid_ids=s.uuid_ids, request_timeout=s.request_timeout,
+                          log_level=s.log_level, client_info={"name": s.client_name, "version": s.client_version})
+        session.header_source = self._headers_for
+        session.on_list_changed = self._list_changed
+        return session
+
+    async def _connect_stdio(self, nursery: trio.Nursery, era: str, remembered: tuple[str, str] | None) -> None:
+        from .transports.stdio import StdioTransport
+
+        self.session = session = self._session(StdioTransport(self.target))
+        await session.start(nursery)
+        if era == "handshake" or (remembered and remembered[0] == "handshake"):
+            await self._initialize(session)
+            return
+        probe = self.settings.probe_timeout if era == "auto" else self.settings.initialize_timeout
+        if not await self._discover(session, probe, fallback_allowed=era == "auto"):
+            await self._initialize(session)
+
+    async def _connect_http(self, nursery: trio.Nursery, era: str, remembered: tuple[str, str] | None) -> None:
+        from .transports.http import HttpTransport
+
+        if remembered and remembered[0] == "sse" and era == "auto":
+            await self._connect_legacy_sse(nursery)
+            return
+        transport = HttpTransport(str(self.target), **self._http_options())
+        self.session = session = self._session(transport)
+        await session.start(nursery)
+        if era != "handshake" and not (remembered and remembered[0] == "handshake"):
+            if await self._discover(session, self.settings.initialize_timeout, fallback_allowed=era == "auto"):
+                return
+        try:
+            await self._initialize(session)
+        except (HttpError, RpcError) as exc:
+            status = getattr(exc, "status", None) or getattr(exc, "http_status", None)
+            if era != "auto" or status not in (400, 404, 405) or _is_modern(exc):
+                raise
+            log.info("no Streamable HTTP at %s (HTTP %s); trying the legacy HTTP+SSE transport", self.target, status)
+            await session.aclose()
+            await self._connect_legacy_sse(nursery)
+
+    async def _connect_legacy_sse(self, nursery: trio.Nursery) -> None:
+        from .transports.legacy_sse import LegacySseTransport
+
+        self.session = session = self._session(LegacySseTransport(str(self.target), **self._http_options()))
+        await session.start(nursery)
+        await self._initialize(session)
+
+    def _http_options(self) -> dict[str, Any]:
+        s = self.settings
+        return {"headers": s.headers, "auth_token": s.auth_token, "retries": s.retries, "backoff": s.backoff}
+
+    async def _discover(self, session: Session, timeout: float, *, fallback_allowed: bool) -> bool:
+        """Probe the stateless era. True when the server speaks it (and we are ready)."""
+        wanted = self.settings.protocol_version or LATEST
+        if wanted not in STATELESS_VERSIONS:
+            wanted = LATEST
+        for _ in range(2):
+            session.era, session.version = "stateless", wanted
+            session.transport.protocol_version = wanted
+            try:
+                result = await session.request("server/discover", timeout=timeout, cancel_on_timeout=False)
+            except UnsupportedVersion as exc:
+                ours = [v for v in exc.supported if v in STATELESS_VERSIONS]
+                if ours and ours[0] != wanted:
+                    wanted = ours[0]
+                    continue
+                if fallback_allowed and any(v in HANDSHAKE_VERSIONS for v in exc.supported):
+                    break
+                raise
+            except (RpcError, HttpError, RequestTimeout, BadResponse) as exc:
+                if not fallback_allowed or _is_modern(exc):
+                    raise
+                log.debug("server/discover failed (%s): assuming a handshake-era server", exc)
+                break
+            if not isinstance(result, dict):
+                raise BadResponse("server/discover returned something that is not an object")
+            supported = [v for v in result.get("supportedVersions") or [] if isinstance(v, str)]
+            if supported and wanted not in supported:
+                ours = [v for v in supported if v in STATELESS_VERSIONS]
+                if not ours:
+                    if fallback_allowed:
+                        break
+                    raise UnsupportedVersion("the server supports none of this client's stateless versions",
+                                             None, {"supported": supported})
+                wanted = ours[0]
+                session.version = session.transport.protocol_version = wanted
+            meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
+            info = meta.get(META_SERVER_INFO) or result.get("serverInfo") or {}
+            self.description = ServerDescription(
+                "stateless", wanted, session.transport.kind, info if isinstance(info, dict) else {},
+                result.get("capabilities") if isinstance(result.get("capabilities"), dict) else {},
+                result.get("instructions") if isinstance(result.get("instructions"), str) else None,
+                supported)
+            return True
+        session.era, session.version = None, None
+        session.transport.protocol_version = None
+        return False
+
+    async def _initialize(self, session: Session) -> None:
+        """The three-step handshake: initialize, its answer, then notifications/initialized."""
+        s = self.settings
+        version = s.protocol_version if s.protocol_version in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE
+        session.era, session.version, session.ready = "handshake", version, False
+        session.transport.protocol_version = None
+        params = {"protocolVersion": version, "capabilities": session.capabilities,
+                  "clientInfo": session.client_info}
+        delay = s.backoff
+        for attempt in range(s.retries + 1):
+            try:
+                result = await session.request("initialize", params, timeout=s.initialize_timeout)
+                break
+            except (ConnectionFailed, RequestTimeout):
+                if attempt == s.retries or session.transport.kind == "stdio":
+                    raise
+                await trio.sleep(delay)
+                delay *= 2
+        if not isinstance(result, dict) or not isinstance(result.get("protocolVersion"), str):
+            raise BadResponse("the initialize result has no protocolVersion")
+        negotiated = result["protocolVersion"]
+        if negotiated not in HANDSHAKE_VERSIONS:
+            raise UnsupportedVersion(f"the server answered with protocol version {negotiated}, "
+                                     "which this client does not speak", None,
+                                     {"supported": list(HANDSHAKE_VERSIONS), "requested": negotiated})
+        session.version = negotiated
+        session.transport.protocol_version = negotiated
+        await session.notify("notifications/initialized")
+        session.ready = True
+        caps = result.get("capabilities") if isinstance(result.get("capabilities"), dict) else {}
+        info = result.get("serverInfo") if isinstance(result.get("serverInfo"), dict) else {}
+        self.description = ServerDescription("handshake", negotiated, session.transport.kind, info, caps,
+                                             result.get("instructions") if isinstance(result.get("instructions"), str) else None)
+        start_listening = getattr(session.transport, "start_listening", None)
+        if start_listening is not None:
+            start_listening()
+        if s.log_level and "logging" in caps:
+            try:
+                await session.request("logging/setLevel", {"level": s.log_level})
+            except McpError as exc:
+                log.warning("the server refused logging/setLevel: %s", exc)
+
+    async def aclose(self) -> None:
+        if self.session is not None:
+            await self.session.aclose()
+
+    # --- plain requests ----------------------------------------------------------------------
+
+    def _ready_session(self) -> Session:
+        if self.session is None or self.description is None:
+            from .errors import NotInitialized
+
+            raise NotInitialized()
+        return self.session
+
+    async def request(self, method: str, params: dict[str, Any] | None = None, *,
+                      timeout: float | None | object = ..., progress: Callback | None = None) -> Any:
+        """Send any request; answers that ask for input (MRTR) are answered and retried."""
+        session = self._ready_session()
+        params = dict(params or {})
+        for _ in range(self.settings.max_input_rounds + 1):
+            result = await session.request(method, params, timeout=timeout, progress=progress)
+            if not (isinstance(result, dict) and result.get("resultType") == "input_required"):
+                return result
+            params = await self._answer_inputs(session, params, result)
+        raise BadResponse(f"the server still wanted input after {self.settings.max_input_rounds} rounds")
+
+    async def _answer_inputs(self, session: Session, params: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        requests = result.get("inputRequests") if isinstance(result.get("inputRequests"), dict) else {}
+        responses: dict[str, Any] = {}
+        for key, req in requests.items():
+            if not isinstance(req, dict) or not isinstance(req.get("method"), str):
+                raise BadResponse(f"input request {key!r} is not a request object")
+            inner = req.get("params") if isinstance(req.get("params"), dict) else {}
+            responses[key] = await session.answer(req["method"], inner)
+        retry = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState", "_meta")}
+        if responses:
+            retry["inputResponses"] = responses
+        if isinstance(result.get("requestState"), str):
+            retry["requestState"] = result["requestState"]
+        return retry
+
+    async def ping(self, *, timeout: float | None | object = ...) -> None:
+        await self._ready_session().request("ping", timeout=timeout)
+
+    async def discover(self) -> ServerDescription:
+        self._ready_session()
+        assert self.description is not None
+        return self.description
+
+    async def _list(self, method: str, key: str, params: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor = None
+        last: dict[str, Any] = {}
+        for _ in range(10_000):
+            page_params = dict(params or {})
+            if cursor:
+                page_params["cursor"] = cursor
+            last = await self.request(method, page_params)
+            if not isinstance(last, dict) or not isinstance(last.get(key), list):
+                raise BadResponse(f"{method} returned no {key} list")
+            items.extend(x for x in last[key] if isinstance(x, dict))
+            cursor = last.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                break
+        return items, last
+
+    async def list_resources(self) -> list[dict[str, Any]]:
+        return (await self._list("resources/list", "resources"))[0]
+
+    async def list_resource_templates(self) -> list[dict[str, Any]]:
+        return (await self._list("resources/templates/list", "resourceTemplates"))[0]
+
+    async def read_resource(self, uri: str) -> list[dict[str, Any]]:
+        result = await self.request("resources/read", {"uri": uri})
+        return result.get("contents", []) if isinstance(result, dict) else []
+
+    async def list_prompts(self) -> list[dict[str, Any]]:
+        return (await self._list("prompts/list", "prompts"))[0]
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name}
+        if arguments:
+            params["arguments"] = arguments
+        return await self.request("prompts/get", params)
+
+    async def complete(self, ref: dict[str, Any], argument: str, value: str,
+                       context: dict[str, str] | None = None) -> list[str]:
+        params: dict[str, Any] = {"ref": ref, "argument": {"name": argument, "value": value}}
+        if context:
+            params["context"] = {"arguments": context}
+        result = await self.request("completion/complete", params)
+        values = (result.get("completion") or {}).get("values") if isinstance(result, dict) else None
+        return [v for v in values or [] if isinstance(v, str)]
+
+    # --- tools, with a cache ---------------------------------------------------------------
+
+    async def list_tools(self, *, refresh: bool = False) -> list[dict[str, Any]]:
+        """The server's tools, from the cache while it is fresh."""
+        async with self._tools_lock:
+            if refresh or time.monotonic() >= self._tools_expire:
+                tools, last = await self._list("tools/list", "tools")
+                self._fill_tools(tools, last.get("ttlMs"))
+            return list(self._tools.values())
+
+    def invalidate_tools(self) -> None:
+        """Forget the cached tool list; the next use fetches it again."""
+        self._tools_expire = 0.0
+
+    def _fill_tools(self, tools: list[dict[str, Any]], ttl_ms: Any) -> None:
+        stateless_http = self.description is not None and self.description.era == "stateless" \
+            and self.description.transport == "http"
+        self._tools, self._mirrored = {}, {}
+        for tool in tools:
+            name = tool.get("name")
+            if not isinstance(name, str):
+                continue
+            if stateless_http:
+                try:
+                    self._mirrored[name] = mirrored_paths(tool.get("inputSchema") or {})
+                except ValueError as exc:
+                    log.warning("leaving out tool %r: %s", name, exc)
+                    continue
+            self._tools[name] = tool
+        ttl = ttl_ms / 1000 if isinstance(ttl_ms, (int, float)) and not isinstance(ttl_ms, bool) else self.settings.tools_ttl
+        self._tools_expire = time.monotonic() + max(0.0, ttl)
+
+    def _list_changed(self, method: str) -> None:
+        if method == "notifications/tools/list_changed":
+            self.invalidate_tools()
+
+    def _headers_for(self, method: str, params: dict[str, Any]) -> dict[str, str]:
+        mirrored = self._mirrored.get(params.get("name", "")) if method == "tools/call" else None
+        return request_headers(method, params, mirrored)
+
+    async def tool(self, name: str) -> dict[str, Any] | None:
+        """The cached definition of ``name`` (fetching the list when stale or when it is unknown)."""
+        tools = {t["name"]: t for t in await self.list_tools()}
+        if name not in tools:
+            tools = {t["name"]: t for t in await self.list_tools(refresh=True)}
+        return tools.get(name)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
+                        timeout: float | None | object = ..., progress: Callback | None = None,
+                        validate: bool = True) -> CallResult:
+        """Call a tool. Arguments are checked against its cached input schema first.
+
+        A result with ``isError`` comes back as a :class:`CallResult` with ``is_error`` set.
+        """
+        arguments = dict(arguments or {})
+        definition = await self.tool(name) if validate else None
+        if definition is not None:
+            check_arguments(definition.get("inputSchema"), arguments)
+        params = {"name": name, "arguments": arguments}
+        try:
+            result = await self.request("tools/call", params, timeout=timeout, progress=progress)
+        except HeaderMismatch:
+            if self.description is None or self.description.era != "stateless":
+                raise
+            # The server rejected the headers before running anything: refresh the schema, retry once.
+            await self.list_tools(refresh=True)
+            result = await self.request("tools/call", params, timeout=timeout, progress=progress)
+        if not isinstance(result, dict):
+            raise BadResponse("tools/call returned something that is not an object")
+        return CallResult.from_raw(result)
+
+    # --- notifications -----------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def listen(self, *, tools: bool = False, resources: bool = False, prompts: bool = False,
+                     resource_uris: Sequence[str] = ()) -> AsyncIterator[trio.MemoryReceiveChannel[Notification]]:
+        """Receive change notifications while the block runs.
+
+        Stateless era: one ``subscriptions/listen`` stream with the chosen filter. Handshake era:
+        ``resources/subscribe`` for each URI; list changes arrive on the connection anyway.
+        """
+        session = self._ready_session()
+        send, receive = session.listen()
+        async with trio.open_nursery() as nursery:
+            if session.era == "stateless":
+                spec: dict[str, Any] = {}
+                if tools:
+                    spec["toolsListChanged"] = True
+                if resources:
+                    spec["resourcesListChanged"] = True
+                if prompts:
+                    spec["promptsListChanged"] = True
+                if resource_uris:
+                    spec["resourceSubscriptions"] = list(resource_uris)
+                nursery.start_soon(self._listen_stream, session, spec)
+            else:
+                for uri in resource_uris:
+                    await session.request("resources/subscribe", {"uri": uri})
+            try:
+                yield receive
+            finally:
+                nursery.cancel_scope.cancel()
+                send.close()
+                if session.era == "handshake":
+                    with trio.CancelScope(shield=True), trio.move_on_after(5):
+                        for uri in resource_uris:
+                            try:
+                                await session.request("resources/unsubscribe", {"uri": uri})
+                            except McpError:
+                                pass
+
+    async def _listen_stream(self, session: Session, spec: dict[str, Any]) -> None:
+        try:
+            await session.request("subscriptions/listen", {"notifications": spec}, timeout=None)
+        except McpError as exc:
+            log.warning("subscriptions/listen ended: %s", exc)
+
+
+def _is_modern(exc: McpError) -> bool:
+    return isinstance(exc, RpcError) and exc.rpc_code in MODERN_CODES

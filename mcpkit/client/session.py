@@ -1,0 +1,332 @@
+"""One JSON-RPC conversation with a server: ids, pending requests, timeouts, cancellation, and
+the requests and notifications the server sends back. The era rules (what goes in ``_meta``,
+whether the handshake is done) live here too; connecting and probing live in ``client.py``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import logging
+import math
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Union
+
+import msgspec
+import trio
+
+from ..protocol import jsonrpc
+from ..protocol.jsonrpc import Message, RequestId
+from ..protocol.types import (
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_PROTOCOL_VERSION,
+)
+from .errors import (
+    BadResponse,
+    ConnectionClosed,
+    McpError,
+    NotInitialized,
+    RequestTimeout,
+    RpcError,
+    from_rpc,
+)
+from .transports import Failure, Incoming, Transport
+
+log = logging.getLogger("mcpkit.client")
+
+Callback = Callable[..., Union[Awaitable[Any], Any]]
+#: Methods a handshake-era client may send before the handshake completes.
+_BEFORE_READY = frozenset({"initialize", "ping", "server/discover"})
+
+
+@dataclass(slots=True)
+class Notification:
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Handlers:
+    """The application's answers to what the server asks and says. Any may be async."""
+
+    #: elicitation/create params -> ElicitResult ({"action": ..., "content": ...})
+    elicitation: Callback | None = None
+    #: sampling/createMessage params -> CreateMessageResult
+    sampling: Callback | None = None
+    #: the client's roots, as Root objects ({"uri": "file:///...", "name": ...})
+    roots: list[dict[str, Any]] | None = None
+    #: notifications/message params
+    log: Callback | None = None
+    #: every notification, (method, params), after the built-in handling
+    notification: Callback | None = None
+
+
+@dataclass(slots=True)
+class _Slot:
+    done: trio.Event = field(default_factory=trio.Event)
+    result: Any = None
+    error: McpError | None = None
+
+
+class Session:
+    def __init__(self, transport: Transport, handlers: Handlers, *, client_info: dict[str, Any],
+                 uuid_ids: bool = False, request_timeout: float | None = 60.0,
+                 log_level: str | None = None) -> None:
+        self.transport = transport
+        self.handlers = handlers
+        self.client_info = client_info
+        self.request_timeout = request_timeout
+        self.log_level = log_level
+        self.era: str | None = None  # "handshake" | "stateless"
+        self.version: str | None = None
+        self.ready = False
+        self.header_source: Callable[[str, dict[str, Any]], dict[str, str]] | None = None
+        self.on_list_changed: Callable[[str], None] | None = None
+        self._ids = (lambda: str(uuid.uuid4())) if uuid_ids else itertools.count(1).__next__
+        self._tokens = itertools.count(1)
+        self._pending: dict[RequestId, _Slot] = {}
+        self._progress: dict[Any, Callback] = {}
+        self._serving: dict[RequestId, trio.CancelScope] = {}
+        self._listeners: list[trio.MemorySendChannel[Notification]] = []
+        self._closed: McpError | None = None
+        self._seen_valid = False
+        self._nursery: trio.Nursery | None = None
+        self._events_in, self._events_out = trio.open_memory_channel[tuple[Callback, tuple[Any, ...]]](math.inf)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        nursery.start_soon(self._run_callbacks)
+        await self.transport.start(nursery, self._on_incoming)
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        caps: dict[str, Any] = {}
+        if self.handlers.roots is not None:
+            caps["roots"] = {"listChanged": False}
+        if self.handlers.sampling is not None:
+            caps["sampling"] = {}
+        if self.handlers.elicitation is not None:
+            caps["elicitation"] = {"form": {}} if self.version and self.version >= "2025-11-25" else {}
+        return caps
+
+    def stateless_meta(self) -> dict[str, Any]:
+        meta = {META_PROTOCOL_VERSION: self.version, META_CLIENT_INFO: self.client_info,
+                META_CLIENT_CAPABILITIES: self.capabilities}
+        if self.log_level:
+            meta[META_LOG_LEVEL] = self.log_level
+        return meta
+
+    # --- sending ---------------------------------------------------------------------------
+
+    async def request(self, method: str, params: dict[str, Any] | None = None, *,
+                      timeout: float | None | object = ..., progress: Callback | None = None,
+                      cancel_on_timeout: bool = True) -> Any:
+        """Send a request and wait for its result; JSON-RPC errors raise :class:`RpcError`s.
+
+        ``timeout`` defaults to the session's; ``None`` waits for ever. On timeout or when the
+        caller is cancelled, the server is told (``notifications/cancelled``, or the request's
+        stream is closed on stateless HTTP).
+        """
+        if self._closed is not None:
+            raise self._closed
+        if self.era is None or (self.era == "handshake" and not self.ready and method not in _BEFORE_READY):
+            raise NotInitialized(f"cannot send {method}: the connection is not initialized "
+                                 "(connect first, and wait for the handshake to finish)")
+        params = dict(params or {})
+        token = None
+        if progress is not None:
+            token = next(self._tokens)
+            params["_meta"] = {**params.get("_meta", {}), "progressToken": token}
+            self._progress[token] = progress
+        if self.era == "stateless":
+            params["_meta"] = {**self.stateless_meta(), **params.get("_meta", {})}
+        stateless_http = self.era == "stateless" and self.transport.kind == "http"
+        headers = self.header_source(method, params) if stateless_http and self.header_source else None
+        rid = self._ids()
+        slot = self._pending[rid] = _Slot()
+        wait = self.request_timeout if timeout is ... else timeout
+        try:
+            try:
+                await self.transport.send(jsonrpc.encode_request(rid, method, params or msgspec.UNSET),
+                                          request_id=rid, headers=headers, stateless=stateless_http)
+                with trio.move_on_after(math.inf if wait is None else float(wait)) as scope:  # type: ignore[arg-type]
+                    await slot.done.wait()
+            except trio.Cancelled:
+                with trio.CancelScope(shield=True):
+                    await self._cancel_on_wire(rid, method, "the client cancelled the request")
+                raise
+            if scope.cancelled_caught:
+                if cancel_on_timeout:
+                    await self._cancel_on_wire(rid, method, f"timed out after {wait:g}s")
+                raise RequestTimeout(f"{method}: no answer within {wait:g}s")
+        finally:
+            self._pending.pop(rid, None)
+            if token is not None:
+                self._progress.pop(token, None)
+        if slot.error is not None:
+            raise slot.error
+        return slot.result
+
+    async def _cancel_on_wire(self, rid: RequestId, method: str, reason: str) -> None:
+        if self.transport.kind == "http" and self.era == "stateless":
+            self.transport.abort(rid)
+            return
+        if method == "initialize" or self._closed is not None:
+            return  # the spec forbids cancelling initialize
+        try:
+            await self.notify("notifications/cancelled", {"requestId": rid, "reason": reason})
+        except McpError as exc:
+            log.debug("could not send the cancellation of %s: %s", rid, exc)
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        if self._closed is not None:
+            raise self._closed
+        await self.transport.send(jsonrpc.encode_notification(method, params if params else msgspec.UNSET))
+
+    # --- receiving ---------------------------------------------------------------------------
+
+    def _on_incoming(self, item: Incoming) -> None:
+        if isinstance(item, Failure):
+            self._on_failure(item)
+            return
+        self._seen_valid = True
+        if item.is_response:
+            self._on_response(item)
+        elif item.is_request:
+            assert self._nursery is not None
+            self._nursery.start_soon(self._serve, item)
+        else:
+            self._on_notification(item)
+
+    def _on_failure(self, failure: Failure) -> None:
+        if failure.request_id is not None:
+            slot = self._pending.get(failure.request_id)
+            if slot is not None and not slot.done.is_set():
+                slot.error = failure.error
+                slot.done.set()
+            return
+        if isinstance(failure.error, BadResponse) and self._seen_valid:
+            log.warning("ignoring a bad message from the server: %s", failure.error.message)
+            return
+        self._closed = failure.error if isinstance(failure.error, ConnectionClosed) else self._closed
+        for slot in self._pending.values():
+            if not slot.done.is_set():
+                slot.error = failure.error
+                slot.done.set()
+        for listener in self._listeners:
+            listener.close()
+
+    def _on_response(self, msg: Message) -> None:
+        slot = self._pending.get(msg.id)  # type: ignore[arg-type]
+        if slot is None or slot.done.is_set():
+            log.debug("dropping an answer to unknown or finished request %r", msg.id)
+            return
+        if msg.error is not msgspec.UNSET:
+            data = None if msg.error.data is msgspec.UNSET else msg.error.data
+            slot.error = from_rpc(msg.error.code, msg.error.message, data)
+        else:
+            try:
+                slot.result = msgspec.json.decode(msg.result) if msg.result is not msgspec.UNSET else None
+            except msgspec.DecodeError:
+                slot.error = BadResponse("the result is not valid JSON")
+        slot.done.set()
+
+    def _on_notification(self, msg: Message) -> None:
+        try:
+            params = msgspec.json.decode(msg.params) if msg.params is not msgspec.UNSET else {}
+        except msgspec.DecodeError:
+            return
+        params = params if isinstance(params, dict) else {}
+        method = str(msg.method)
+        if method == "notifications/progress":
+            callback = self._progress.get(params.get("progressToken"))
+            if callback is not None:
+                self._events_in.send_nowait((callback, (params.get("progress"), params.get("total"),
+                                                        params.get("message"))))
+        elif method == "notifications/message" and self.handlers.log is not None:
+            self._events_in.send_nowait((self.handlers.log, (params,)))
+        elif method == "notifications/cancelled":
+            scope = self._serving.get(params.get("requestId"))  # type: ignore[arg-type]
+            if scope is not None:
+                scope.cancel()
+        if method.endswith("/list_changed") and self.on_list_changed is not None:
+            self.on_list_changed(method)
+        note = Notification(method, params)
+        for listener in list(self._listeners):
+            try:
+                listener.send_nowait(note)
+            except trio.WouldBlock:
+                log.warning("a notification listener is full; dropping %s", method)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._listeners.remove(listener)
+        if self.handlers.notification is not None:
+            self._events_in.send_nowait((self.handlers.notification, (method, params)))
+
+    async def _run_callbacks(self) -> None:
+        """Run notification callbacks one at a time, in arrival order, off the reading path."""
+        async for callback, args in self._events_out:
+            try:
+                value = callback(*args)
+                if inspect.isawaitable(value):
+                    await value
+            except Exception:  # a broken callback must not end the session
+                log.exception("a notification callback failed")
+
+    def listen(self, buffer: int = 256) -> tuple[trio.MemorySendChannel[Notification],
+                                                  trio.MemoryReceiveChannel[Notification]]:
+        """A channel pair that sees every notification; close the send end to stop."""
+        send, receive = trio.open_memory_channel[Notification](buffer)
+        self._listeners.append(send)
+        return send, receive
+
+    # --- requests from the server (handshake era) and MRTR input requests ------------------
+
+    async def _serve(self, msg: Message) -> None:
+        rid = msg.id
+        assert rid is not None and not isinstance(rid, msgspec.UnsetType)
+        try:
+            params = msgspec.json.decode(msg.params) if msg.params is not msgspec.UNSET else {}
+        except msgspec.DecodeError:
+            params = {}
+        with trio.CancelScope() as scope:
+            self._serving[rid] = scope
+            try:
+                result = await self.answer(str(msg.method), params if isinstance(params, dict) else {})
+                frame = jsonrpc.encode_result(rid, result)
+            except RpcError as exc:
+                frame = jsonrpc.encode_error(rid, jsonrpc.ErrorObject(exc.rpc_code or -32603, exc.message))
+            except Exception as exc:
+                log.exception("answering the server's %s failed", msg.method)
+                frame = jsonrpc.encode_error(rid, jsonrpc.ErrorObject(-32603, f"client error: {exc}"))
+            finally:
+                self._serving.pop(rid, None)
+        if scope.cancelled_caught:
+            return  # the server cancelled its request: no answer
+        try:
+            await self.transport.send(frame)
+        except McpError as exc:
+            log.warning("could not answer the server's %s: %s", msg.method, exc)
+
+    async def answer(self, method: str, params: dict[str, Any]) -> Any:
+        """The client's result for a server request (a live one, or an MRTR input request)."""
+        if method == "ping":
+            return {}
+        if method == "roots/list" and self.handlers.roots is not None:
+            return {"roots": list(self.handlers.roots)}
+        callback = {"sampling/createMessage": self.handlers.sampling,
+                    "elicitation/create": self.handlers.elicitation}.get(method)
+        if callback is None:
+            raise RpcError(f"this client does not handle {method}", -32601)
+        value = callback(params)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+        self._events_in.close()

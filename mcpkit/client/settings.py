@@ -1,0 +1,44 @@
+"""Client settings, with defaults a demanding user would pick."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .._version import __version__
+
+
+@dataclass
+class ClientSettings:
+    #: "auto" probes the stateless era and falls back to the handshake; the others pin one era.
+    mode: Literal["auto", "stateless", "handshake"] = "auto"
+    #: Pin an exact protocol version (implies its era).
+    protocol_version: str | None = None
+    client_name: str = "mcpkit"
+    client_version: str = __version__
+    #: Seconds for the handshake or discovery to finish.
+    initialize_timeout: float = 30.0
+    #: Default seconds per request; None waits for ever. Each call may override it.
+    request_timeout: float | None = 60.0
+    #: Seconds a stdio server gets to answer the server/discover probe before we assume a
+    #: handshake-era server.
+    probe_timeout: float = 5.0
+    #: Connection attempts after the first, and the first back-off delay (doubling each time).
+    #: Only sends that never reached the server, and the handshake, are retried.
+    retries: int = 2
+    backoff: float = 0.25
+    #: Use UUID v4 request ids instead of counting integers.
+    uuid_ids: bool = False
+    #: Seconds the tool list is trusted when the server gives no ttlMs.
+    tools_ttl: float = 300.0
+    #: Log level asked of the server (logging/setLevel, or per request in the stateless era).
+    log_level: str | None = None
+    #: Rounds of input requests (MRTR) one call may go through.
+    max_input_rounds: int = 8
+    #: Extra HTTP headers, and a bearer token.
+    headers: dict[str, str] = field(default_factory=dict)
+    auth_token: str | None = None
+    #: Remember each server's era for the life of this process.
+    remember_era: bool = True
+    #: Fill the tool list cache right after connecting.
+    prefetch_tools: bool = True

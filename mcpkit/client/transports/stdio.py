@@ -1,0 +1,107 @@
+"""Run an MCP server as a subprocess and speak newline-delimited JSON on its stdin/stdout."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import subprocess
+from typing import Any, Sequence
+
+import trio
+
+from ...protocol.jsonrpc import RequestId
+from ..errors import BadResponse, ConnectionClosed, ConnectionFailed
+from . import Deliver, Failure, deliver_frame
+
+log = logging.getLogger("mcpkit.client")
+_MAX_LINE = 64 * 1024 * 1024
+
+
+class StdioTransport:
+    kind = "stdio"
+
+    def __init__(self, command: str | Sequence[str], *, env: dict[str, str] | None = None,
+                 cwd: str | None = None, stderr: Any = None, close_grace: float = 2.0) -> None:
+        self.argv = shlex.split(command) if isinstance(command, str) else list(command)
+        if not self.argv:
+            raise ConnectionFailed("empty server command")
+        self.env = env
+        self.cwd = cwd
+        self.stderr = stderr
+        self.close_grace = close_grace
+        self.protocol_version: str | None = None
+        self._proc: trio.Process | None = None
+        self._lock = trio.Lock()
+        self._closing = False
+
+    def describe(self) -> dict[str, Any]:
+        return {"transport": "stdio", "command": self.argv}
+
+    async def start(self, nursery: trio.Nursery, deliver: Deliver) -> None:
+        env = None if self.env is None else {**os.environ, **self.env}
+        try:
+            self._proc = await trio.lowlevel.open_process(
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self.stderr, env=env, cwd=self.cwd)
+        except OSError as exc:
+            raise ConnectionFailed(f"could not start {self.argv[0]!r}: {exc.strerror or exc}") from None
+        nursery.start_soon(self._read, deliver)
+
+    async def _read(self, deliver: Deliver) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        buf = b""
+        try:
+            while True:
+                chunk = await self._proc.stdout.receive_some(1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        deliver_frame(line, deliver)
+                if len(buf) > _MAX_LINE:
+                    deliver(Failure(None, BadResponse("the server sent a line over 64 MiB")))
+                    buf = b""
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+        if self._closing:
+            return
+        code = await self._proc.wait() if self._proc.returncode is None else self._proc.returncode
+        deliver(Failure(None, ConnectionClosed(f"the server process exited (code {code})")))
+
+    async def send(self, frame: bytes, *, request_id: RequestId | None = None,
+                   headers: dict[str, str] | None = None, stateless: bool = False) -> None:
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            raise ConnectionClosed("the server process is not running")
+        try:
+            async with self._lock:
+                await proc.stdin.send_all(frame + b"\n")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise ConnectionClosed("the server process closed its input") from None
+
+    def abort(self, request_id: RequestId) -> bool:
+        return False
+
+    async def aclose(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        self._closing = True
+        with trio.CancelScope(shield=True):
+            if proc.stdin is not None:
+                with trio.move_on_after(1):
+                    await proc.stdin.aclose()
+            with trio.move_on_after(self.close_grace):
+                await proc.wait()
+            if proc.returncode is None:
+                proc.terminate()
+                with trio.move_on_after(self.close_grace):
+                    await proc.wait()
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            if proc.stdout is not None:
+                await proc.stdout.aclose()
