@@ -160,5 +160,14 @@ def plugins_cmd(as_json: bool, only: tuple[str, ...], disable: tuple[str, ...], 
                 click.echo(f"  {kind}: {', '.join(row[kind])}")
 
 
+def _add_client_commands() -> None:
+    from .client.cli import COMMANDS  # click only; the client itself loads when a command runs
+
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_add_client_commands()
+
 if __name__ == "__main__":
     main()

@@ -93,6 +93,7 @@ class Session:
         self._listeners: list[trio.MemorySendChannel[Notification]] = []
         self._closed: McpError | None = None
         self._seen_valid = False
+        self._garbage: BadResponse | None = None
         self._nursery: trio.Nursery | None = None
         self._events_in, self._events_out = trio.open_memory_channel[tuple[Callback, tuple[Any, ...]]](math.inf)
 
@@ -210,9 +211,13 @@ class Session:
                 slot.error = failure.error
                 slot.done.set()
             return
-        if isinstance(failure.error, BadResponse) and self._seen_valid:
-            log.warning("ignoring a bad message from the server: %s", failure.error.message)
-            return
+        if isinstance(failure.error, BadResponse):
+            if self._seen_valid:
+                log.warning("ignoring a bad message from the server: %s", failure.error.message)
+                return
+            self._garbage = failure.error
+        elif isinstance(failure.error, ConnectionClosed) and self._garbage is not None:
+            failure.error.message += f", after sending garbage ({self._garbage.message})"
         self._closed = failure.error if isinstance(failure.error, ConnectionClosed) else self._closed
         for slot in self._pending.values():
             if not slot.done.is_set():

@@ -1,0 +1,261 @@
+"""``mcpkit tools``, ``mcpkit call`` and ``mcpkit discover``: the client from the command line.
+
+Exit codes: 0 success, 1 the tool reported an error (isError), 2 the server could not be reached,
+answered garbage, or refused the request. Errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+from typing import Any, Callable, NoReturn
+
+import click
+
+TARGET_HELP = "A server URL (http:// or https://). Use --stdio instead for a server run as a subprocess."
+
+
+def _target_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--stdio", "stdio", metavar="COMMAND", help='Run the server as a subprocess: --stdio "mcpkit serve".'),
+        click.option("--mode", type=click.Choice(["auto", "stateless", "handshake"]), default="auto",
+                     show_default=True, help="Protocol era: probe, or pin one."),
+        click.option("--protocol-version", metavar="VERSION", help="Pin an exact protocol version."),
+        click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per request."),
+        click.option("--header", "headers", multiple=True, metavar="NAME:VALUE", help="Extra HTTP header (repeatable)."),
+        click.option("--auth-token", envvar="MCPKIT_CLIENT_TOKEN", help="Bearer token for HTTP servers."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return click.argument("target", required=False, metavar="[TARGET]")(f)
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"mcpkit: {message}", err=True)
+    sys.exit(code)
+
+
+def _run(work: Callable[..., Any], target: str | None, stdio: str | None, mode: str,
+         protocol_version: str | None, timeout: float, headers: tuple[str, ...], auth_token: str | None,
+         prefetch: bool = True) -> Any:
+    """Connect, run ``work(client)``, and turn every failure into one line and exit code 2."""
+    import trio
+
+    from . import McpError, connect
+
+    if bool(target) == bool(stdio):
+        _fail("give a server URL or --stdio COMMAND (exactly one)")
+    if target and not target.lower().startswith(("http://", "https://")):
+        _fail(f"TARGET must be an http(s):// URL, got {target!r}; for a command use --stdio {shlex.quote(target)}")
+    extra: dict[str, str] = {}
+    for item in headers:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            _fail(f"--header needs NAME:VALUE, got {item!r}")
+        extra[name.strip()] = value.strip()
+
+    async def main() -> Any:
+        async with connect(target or stdio or "", mode=mode, protocol_version=protocol_version,
+                           request_timeout=timeout, initialize_timeout=timeout, headers=extra,
+                           auth_token=auth_token, prefetch_tools=prefetch) as client:
+            return await work(client)
+
+    try:
+        return trio.run(main)
+    except McpError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except Exception as exc:  # never a traceback on the command line
+        _fail(f"E199: {type(exc).__name__}: {exc}")
+
+
+@click.command("discover")
+@_target_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def discover_cmd(as_json: bool, **target: Any) -> None:
+    """Show a server's era, protocol version, capabilities and identity."""
+
+    async def work(client: Any) -> Any:
+        return (await client.discover()).to_dict()
+
+    info = _run(work, prefetch=False, **target)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    server = info.get("serverInfo") or {}
+    click.echo(f"server:    {server.get('name', '?')} {server.get('version', '')}".rstrip())
+    click.echo(f"era:       {info['era']} ({'per-request _meta' if info['era'] == 'stateless' else 'initialize handshake'})")
+    click.echo(f"version:   {info['protocolVersion']}")
+    click.echo(f"transport: {info['transport']}")
+    if info.get("supportedVersions"):
+        click.echo(f"supports:  {', '.join(info['supportedVersions'])}")
+    caps = info.get("capabilities") or {}
+    click.echo("capabilities: " + (", ".join(_describe_cap(k, v) for k, v in caps.items()) or "none"))
+    if info.get("instructions"):
+        click.echo(f"instructions: {info['instructions']}")
+
+
+def _describe_cap(name: str, value: Any) -> str:
+    flags = [k for k, v in value.items() if v is True] if isinstance(value, dict) else []
+    return f"{name} ({', '.join(flags)})" if flags else name
+
+
+@click.command("tools")
+@_target_options
+@click.option("--json", "as_json", is_flag=True, help="Print the raw tool list as JSON.")
+def tools_cmd(as_json: bool, **target: Any) -> None:
+    """List a server's tools."""
+
+    async def work(client: Any) -> Any:
+        return await client.list_tools()
+
+    tools = _run(work, **target)
+    if as_json:
+        click.echo(json.dumps(tools, indent=2))
+        return
+    if not tools:
+        click.echo("the server offers no tools")
+        return
+    width = shutil.get_terminal_size((100, 20)).columns
+    rows = [(t["name"], _signature(t.get("inputSchema") or {}), _first_line(t.get("description"))) for t in tools]
+    name_w = min(max(len(r[0]) for r in rows), 32)
+    args_w = min(max(len(r[1]) for r in rows), 40)
+    click.echo(f"{'TOOL':<{name_w}}  {'ARGUMENTS':<{args_w}}  DESCRIPTION")
+    for name, args, desc in rows:
+        args = args if len(args) <= args_w else args[: args_w - 1] + "…"
+        line = f"{name:<{name_w}}  {args:<{args_w}}  {desc}"
+        click.echo(line if len(line) <= width else line[: max(width - 1, 20)] + "…")
+
+
+def _signature(schema: dict[str, Any]) -> str:
+    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    required = set(schema.get("required") or [])
+    return " ".join(name if name in required else f"[{name}]" for name in props)
+
+
+def _first_line(text: Any) -> str:
+    return text.strip().splitlines()[0] if isinstance(text, str) and text.strip() else ""
+
+
+@click.command("call")
+@_target_options
+@click.argument("tool")
+@click.argument("pairs", nargs=-1, metavar="[KEY=VALUE]...")
+@click.option("--args", "args_json", metavar="JSON", help="All arguments as one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw result as JSON.")
+def call_cmd(tool: str, pairs: tuple[str, ...], args_json: str | None, as_json: bool, **target: Any) -> None:
+    """Call TOOL with KEY=VALUE arguments, converted by the tool's input schema
+    (n=3 an integer, flag=true a boolean, JSON for objects and arrays)."""
+    if target.get("target") and not target["target"].lower().startswith(("http://", "https://")) and target.get("stdio"):
+        # `mcpkit call --stdio CMD TOOL k=v`: click took TOOL as TARGET; shift the arguments.
+        pairs = (tool, *pairs)
+        tool, target["target"] = target["target"], None
+    base: dict[str, Any] = {}
+    if args_json is not None:
+        try:
+            base = json.loads(args_json)
+        except ValueError as exc:
+            _fail(f"--args is not valid JSON: {exc}")
+        if not isinstance(base, dict):
+            _fail("--args must be a JSON object")
+
+    async def work(client: Any) -> Any:
+        definition = await client.tool(tool)
+        schema = (definition or {}).get("inputSchema") or {}
+        arguments = dict(base)
+        for pair in pairs:
+            key, sep, raw = pair.partition("=")
+            if not sep or not key:
+                _fail(f"arguments are KEY=VALUE, got {pair!r}")
+            arguments[key] = convert(raw, (schema.get("properties") or {}).get(key), key)
+        return await client.call_tool(tool, arguments)
+
+    result = _run(work, **target)
+    if as_json:
+        click.echo(json.dumps(result.raw, indent=2))
+    else:
+        for block in result.content:
+            click.echo(render_block(block))
+        if result.structured is not None:
+            click.echo(json.dumps(result.structured, indent=2))
+    sys.exit(1 if result.is_error else 0)
+
+
+def convert(raw: str, schema: Any, key: str) -> Any:
+    """A command-line string as the value the property's schema asks for."""
+    kinds = _kinds(schema)
+    for kind in kinds or ["any"]:
+        try:
+            return _as(kind, raw)
+        except ValueError:
+            continue
+    expected = " or ".join(kinds)
+    _fail(f"argument {key!r}: {raw!r} is not {'an' if expected[:1] in 'aeiou' else 'a'} {expected}", 2)
+
+
+def _kinds(schema: Any) -> list[str]:
+    if not isinstance(schema, dict):
+        return []
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return [kind]
+    if isinstance(kind, list):
+        return [k for k in kind if isinstance(k, str)]
+    out: list[str] = []
+    for key in ("anyOf", "oneOf"):
+        for option in schema.get(key) or []:
+            out.extend(k for k in _kinds(option) if k not in out)
+    return out
+
+
+def _as(kind: str, raw: str) -> Any:
+    if kind == "string":
+        return raw
+    if kind == "integer":
+        return int(raw)
+    if kind == "number":
+        value = float(raw)
+        return int(value) if value.is_integer() and "." not in raw and "e" not in raw.lower() else value
+    if kind == "boolean":
+        lowered = raw.lower()
+        if lowered in ("true", "yes", "1", "on"):
+            return True
+        if lowered in ("false", "no", "0", "off"):
+            return False
+        raise ValueError(raw)
+    if kind == "null":
+        if raw.lower() in ("null", "none", ""):
+            return None
+        raise ValueError(raw)
+    if kind in ("object", "array"):
+        value = json.loads(raw)
+        if (kind == "object") != isinstance(value, dict) or (kind == "array") != isinstance(value, list):
+            raise ValueError(raw)
+        return value
+    try:  # no schema: JSON when it parses, else the plain string
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def render_block(block: dict[str, Any]) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind in ("image", "audio"):
+        size = len(block.get("data", "")) * 3 // 4
+        return f"[{kind} {block.get('mimeType', '?')}, about {size} bytes]"
+    if kind == "resource_link":
+        return f"[resource link] {block.get('uri', '')}" + (f" ({block['name']})" if block.get("name") else "")
+    if kind == "resource":
+        res = block.get("resource") or {}
+        if "text" in res:
+            return str(res["text"])
+        return f"[resource {res.get('uri', '')}, {res.get('mimeType', 'binary')}]"
+    return json.dumps(block)
+
+
+COMMANDS = [tools_cmd, call_cmd, discover_cmd]
