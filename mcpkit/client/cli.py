@@ -33,6 +33,8 @@ def _target_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
+    # One line, whatever the message carries (an HTML error page, a multi-line server message).
+    message = " ".join(part.strip() for part in message.splitlines() if part.strip())
     click.echo(f"mcpkit: {message}", err=True)
     sys.exit(code)
 
@@ -142,7 +144,7 @@ def _first_line(text: Any) -> str:
 
 @click.command("call")
 @_target_options
-@click.argument("tool")
+@click.argument("tool", required=False)
 @click.argument("pairs", nargs=-1, metavar="[KEY=VALUE]...")
 @click.option("--args", "args_json", metavar="JSON", help="All arguments as one JSON object.")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw result as JSON.")
@@ -151,8 +153,10 @@ def call_cmd(tool: str, pairs: tuple[str, ...], args_json: str | None, as_json: 
     (n=3 an integer, flag=true a boolean, JSON for objects and arrays)."""
     if target.get("target") and not target["target"].lower().startswith(("http://", "https://")) and target.get("stdio"):
         # `mcpkit call --stdio CMD TOOL k=v`: click took TOOL as TARGET; shift the arguments.
-        pairs = (tool, *pairs)
+        pairs = (tool, *pairs) if tool is not None else pairs
         tool, target["target"] = target["target"], None
+    if not tool:
+        _fail("give the name of the tool to call")
     base: dict[str, Any] = {}
     if args_json is not None:
         try:

@@ -273,7 +273,7 @@ class Client:
                                              result.get("instructions") if isinstance(result.get("instructions"), str) else None)
         start_listening = getattr(session.transport, "start_listening", None)
         if start_listening is not None:
-            start_listening()
+            await start_listening()
         if s.log_level and "logging" in caps:
             try:
                 await session.request("logging/setLevel", {"level": s.log_level})

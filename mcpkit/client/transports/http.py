@@ -167,32 +167,46 @@ class HttpTransport(HttpBase):
                 await resp.aclose()
         self._deliver(Failure(rid, ConnectionClosed("the response stream ended before the answer arrived")))
 
-    def start_listening(self) -> None:
-        """Open the standalone GET stream for server-initiated messages (handshake era)."""
-        assert self._nursery is not None
-        self._nursery.start_soon(self._listen)
+    async def start_listening(self) -> None:
+        """Open the standalone GET stream for server-initiated messages (handshake era).
 
-    async def _listen(self) -> None:
+        Returns once the server has answered the GET, so nothing it sends there right after
+        (say, during the next tool call) can be missed.
+        """
+        assert self._nursery is not None
+        await self._nursery.start(self._listen)
+
+    async def _listen(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         decoder = SseDecoder()
         failures = 0
-        while not self._closing and failures < 5:
-            headers = self._headers({"Last-Event-ID": decoder.last_id} if decoder.last_id else None,
-                                    "text/event-stream")
-            try:
-                resp = await self.open_stream("GET", self.url, headers)
-            except McpError:
-                failures += 1
-                await trio.sleep(self.default_retry_ms / 1000)
-                continue
-            try:
-                if resp.status_code != 200 or content_type(resp) != "text/event-stream":
-                    log.debug("no standalone stream (HTTP %s)", resp.status_code)
-                    return
-                failures = 0
-                await self._pump(resp, decoder, None)
-            finally:
-                await resp.aclose()
-            await trio.sleep((decoder.retry_ms or self.default_retry_ms) / 1000)
+        started = False
+        try:
+            while not self._closing and failures < 5:
+                headers = self._headers({"Last-Event-ID": decoder.last_id} if decoder.last_id else None,
+                                        "text/event-stream")
+                try:
+                    resp = await self.open_stream("GET", self.url, headers)
+                except McpError:
+                    failures += 1
+                    if not started:
+                        return
+                    await trio.sleep(self.default_retry_ms / 1000)
+                    continue
+                try:
+                    if not started:
+                        started = True
+                        task_status.started()
+                    if resp.status_code != 200 or content_type(resp) != "text/event-stream":
+                        log.debug("no standalone stream (HTTP %s)", resp.status_code)
+                        return
+                    failures = 0
+                    await self._pump(resp, decoder, None)
+                finally:
+                    await resp.aclose()
+                await trio.sleep((decoder.retry_ms or self.default_retry_ms) / 1000)
+        finally:
+            if not started:
+                task_status.started()
 
     async def aclose(self) -> None:
         self._closing = True
