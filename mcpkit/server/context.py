@@ -186,6 +186,8 @@ class Context:
                 if key in self._input_responses:
                     answers[key] = _check_response(key, method, self._input_responses[key])
                 else:
+                    # The spec forbids input requests the client cannot answer: -32021 instead.
+                    self.require_capability(_CAPABILITY_OF.get(method, method))
                     missing[key] = {"method": method, "params": params}
             if missing:
                 raise InputRequired(missing, self._app.sealer.seal(self._request.method, self._target, state) if state is not None else None)
