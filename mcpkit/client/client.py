@@ -109,6 +109,7 @@ class Client:
         self._tools: dict[str, dict[str, Any]] = {}
         self._mirrored: dict[str, dict[tuple[str, ...], str]] = {}
         self._tools_expire = 0.0
+        self._tools_invalidations = 0
         self._tools_lock = trio.Lock()
         self._key = target if isinstance(target, str) else shlex.join(target)
 
@@ -174,7 +175,7 @@ class Client:
             await self._initialize(session)
         except (HttpError, RpcError) as exc:
             status = getattr(exc, "status", None) or getattr(exc, "http_status", None)
-            if era != "auto" or status not in (400, 404, 405) or _is_modern(exc):
+            if era == "stateless" or status not in (400, 404, 405) or _is_modern(exc):
                 raise
             log.info("no Streamable HTTP at %s (HTTP %s); trying the legacy HTTP+SSE transport", self.target, status)
             await session.aclose()
@@ -196,15 +197,15 @@ class Client:
         wanted = self.settings.protocol_version or LATEST
         if wanted not in STATELESS_VERSIONS:
             wanted = LATEST
-        for _ in range(2):
+        for attempt in range(2):
             session.era, session.version = "stateless", wanted
             session.transport.protocol_version = wanted
             try:
                 result = await session.request("server/discover", timeout=timeout, cancel_on_timeout=False)
             except UnsupportedVersion as exc:
-                ours = [v for v in exc.supported if v in STATELESS_VERSIONS]
-                if ours and ours[0] != wanted:
-                    wanted = ours[0]
+                retry = self._retry_version(exc) if attempt == 0 else None
+                if retry is not None:
+                    wanted = retry
                     continue
                 if fallback_allowed and any(v in HANDSHAKE_VERSIONS for v in exc.supported):
                     break
@@ -238,6 +239,18 @@ class Client:
         session.transport.protocol_version = None
         return False
 
+    def _retry_version(self, exc: UnsupportedVersion) -> str | None:
+        """The stateless version to retry with after ``exc`` (-32022), or None to give up.
+
+        The spec says to retry with a version from the error's ``supported`` list; that may be the
+        very version just sent. A pinned version is never traded for another one.
+        """
+        ours = [v for v in STATELESS_VERSIONS if v in exc.supported]
+        pinned = self.settings.protocol_version
+        if pinned is not None:
+            return pinned if pinned in ours else None
+        return ours[-1] if ours else None
+
     async def _initialize(self, session: Session) -> None:
         """The three-step handshake: initialize, its answer, then notifications/initialized."""
         s = self.settings
@@ -251,8 +264,9 @@ class Client:
             try:
                 result = await session.request("initialize", params, timeout=s.initialize_timeout)
                 break
-            except (ConnectionFailed, RequestTimeout):
-                if attempt == s.retries or session.transport.kind == "stdio":
+            except (ConnectionFailed, RequestTimeout) as exc:
+                # The transport already retried failed connects with back-off: do not multiply them.
+                if attempt == s.retries or session.transport.kind == "stdio" or isinstance(exc, ConnectionFailed):
                     raise
                 await trio.sleep(delay)
                 delay *= 2
@@ -298,8 +312,21 @@ class Client:
         """Send any request; answers that ask for input (MRTR) are answered and retried."""
         session = self._ready_session()
         params = dict(params or {})
+        version_retried = False
         for _ in range(self.settings.max_input_rounds + 1):
-            result = await session.request(method, params, timeout=timeout, progress=progress)
+            try:
+                result = await session.request(method, params, timeout=timeout, progress=progress)
+            except UnsupportedVersion as exc:
+                # Stateless era: the server refused our version before running anything; switch
+                # to one it lists (once) and send the request again.
+                retry = self._retry_version(exc) if session.era == "stateless" and not version_retried else None
+                if retry is None:
+                    raise
+                version_retried = True
+                session.version = session.transport.protocol_version = retry
+                if self.description is not None:
+                    self.description.protocol_version = retry
+                result = await session.request(method, params, timeout=timeout, progress=progress)
             if not (isinstance(result, dict) and result.get("resultType") == "input_required"):
                 return result
             params = await self._answer_inputs(session, params, result)
@@ -321,7 +348,9 @@ class Client:
         return retry
 
     async def ping(self, *, timeout: float | None | object = ...) -> None:
-        await self._ready_session().request("ping", timeout=timeout)
+        """Check that the server answers. The stateless era removed ``ping``: ``server/discover`` then."""
+        session = self._ready_session()
+        await session.request("server/discover" if session.era == "stateless" else "ping", timeout=timeout)
 
     async def discover(self) -> ServerDescription:
         self._ready_session()
@@ -379,13 +408,17 @@ class Client:
         """The server's tools, from the cache while it is fresh."""
         async with self._tools_lock:
             if refresh or time.monotonic() >= self._tools_expire:
+                invalidations = self._tools_invalidations
                 tools, last = await self._list("tools/list", "tools")
                 self._fill_tools(tools, last.get("ttlMs"))
+                if self._tools_invalidations != invalidations:
+                    self._tools_expire = 0.0  # list_changed while fetching: this list may be stale already
             return list(self._tools.values())
 
     def invalidate_tools(self) -> None:
         """Forget the cached tool list; the next use fetches it again."""
         self._tools_expire = 0.0
+        self._tools_invalidations += 1
 
     def _fill_tools(self, tools: list[dict[str, Any]], ttl_ms: Any) -> None:
         stateless_http = self.description is not None and self.description.era == "stateless" \
@@ -435,7 +468,8 @@ class Client:
         try:
             result = await self.request("tools/call", params, timeout=timeout, progress=progress)
         except HeaderMismatch:
-            if self.description is None or self.description.era != "stateless":
+            if self.description is None or self.description.era != "stateless" \
+                    or self.description.transport != "http":
                 raise
             # The server rejected the headers before running anything: refresh the schema, retry once.
             await self.list_tools(refresh=True)

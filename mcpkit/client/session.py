@@ -169,6 +169,15 @@ class Session:
             self._pending.pop(rid, None)
             if token is not None:
                 self._progress.pop(token, None)
+        if progress is not None and slot.error is None:
+            # Progress callbacks run on the callback queue: let the ones queued before the answer
+            # finish, so the caller never sees a late progress update after the call returned.
+            drained = trio.Event()
+            try:
+                self._events_in.send_nowait((drained.set, ()))
+            except trio.ClosedResourceError:
+                drained.set()
+            await drained.wait()
         if slot.error is not None:
             raise slot.error
         return slot.result

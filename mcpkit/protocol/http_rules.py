@@ -102,7 +102,7 @@ def encode_header_value(value: str) -> str:
     """A header-safe form of ``value``: as is when plain visible ASCII, else the base64 sentinel."""
     plain = (
         value == value.strip(" \t")
-        and all(0x20 <= ord(c) <= 0x7E or c == "\t" for c in value)
+        and all(0x20 <= ord(c) <= 0x7E for c in value)  # a tab is a control character: encode it
         and not (value.startswith(_SENTINEL[0]) and value.endswith(_SENTINEL[1]))
     )
     if plain:
