@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.mcpkit-installed
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
 EDITABLES   := -e '.[test]' $(foreach p,$(PLUGIN_DIRS),-e $(p)) -e examples/hello-plugin
 
-.PHONY: install serve test conformance bench clean
+.PHONY: install serve test conformance conformance-client bench clean
 
 install: $(STAMP)
 
@@ -35,6 +35,10 @@ test: install $(CONF_SITE)/.stamp
 # The official conformance harness against the conformance example plugin (installs both).
 conformance: install $(CONF_SITE)/.stamp
 	scripts/conformance
+
+# Only the client legs: the harness's mock servers against examples/conformance-client.
+conformance-client: install
+	scripts/conformance client
 
 bench: install
 	$(PY) bench/bench_stdio.py
