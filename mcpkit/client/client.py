@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator, Sequence
 import trio
 
 from ..protocol.http_rules import mirrored_paths, request_headers
-from .errors import BadResponse, HeaderMismatch, McpError, UnsupportedVersion
+from .errors import BadResponse, HeaderMismatch, McpError, NotInitialized, UnsupportedVersion
 from .results import CallResult, ServerDescription
 from .connecting import Connecting, forget_eras, is_url  # noqa: F401 (forget_eras, is_url: re-exported)
 from .schema_check import check_arguments
@@ -97,8 +97,6 @@ class Client(Connecting):
 
     def _ready_session(self) -> Session:
         if self.session is None or self.description is None:
-            from .errors import NotInitialized
-
             raise NotInitialized()
         return self.session
 

@@ -30,8 +30,8 @@ from .transports import Transport
 
 log = logging.getLogger("mcpkit.client")
 
-#: What each server turned out to speak: target key -> ("stateless"|"handshake"|"sse", version)
-_ERA_MEMORY: dict[str, tuple[str, str]] = {}
+#: What each server turned out to speak: target key -> "stateless", "handshake" or "sse"
+_ERA_MEMORY: dict[str, str] = {}
 
 
 def is_url(target: str | Sequence[str]) -> bool:
@@ -63,7 +63,6 @@ class Connecting:
     async def list_tools(self, *, refresh: bool = False) -> list[dict[str, Any]]:
         raise NotImplementedError
 
-
     async def _connect(self, nursery: trio.Nursery) -> None:
         s = self.settings
         pinned = s.protocol_version
@@ -81,7 +80,7 @@ class Connecting:
         assert self.session is not None and self.description is not None
         if s.remember_era:
             kind = "sse" if self.description.transport == "sse" else self.description.era
-            _ERA_MEMORY[self._key] = (kind, self.description.protocol_version)
+            _ERA_MEMORY[self._key] = kind
         if s.prefetch_tools and "tools" in self.description.capabilities:
             try:
                 await self.list_tools()
@@ -96,34 +95,34 @@ class Connecting:
         session.on_list_changed = self._list_changed
         return session
 
-    async def _connect_stdio(self, nursery: trio.Nursery, era: str, remembered: tuple[str, str] | None) -> None:
+    async def _connect_stdio(self, nursery: trio.Nursery, era: str, remembered: str | None) -> None:
         from .transports.stdio import StdioTransport
 
         self.session = session = self._session(StdioTransport(self.target))
         await session.start(nursery)
-        if era == "handshake" or (remembered and remembered[0] == "handshake"):
+        if era == "handshake" or remembered == "handshake":
             await self._initialize(session)
             return
         probe = self.settings.probe_timeout if era == "auto" else self.settings.initialize_timeout
         if not await self._discover(session, probe, fallback_allowed=era == "auto"):
             await self._initialize(session)
 
-    async def _connect_http(self, nursery: trio.Nursery, era: str, remembered: tuple[str, str] | None) -> None:
+    async def _connect_http(self, nursery: trio.Nursery, era: str, remembered: str | None) -> None:
         from .transports.http import HttpTransport
 
-        if remembered and remembered[0] == "sse" and era == "auto":
+        if remembered == "sse":
             await self._connect_legacy_sse(nursery)
             return
         transport = HttpTransport(str(self.target), **self._http_options())
         self.session = session = self._session(transport)
         await session.start(nursery)
-        if era != "handshake" and not (remembered and remembered[0] == "handshake"):
+        if era != "handshake" and remembered != "handshake":
             if await self._discover(session, self.settings.initialize_timeout, fallback_allowed=era == "auto"):
                 return
         try:
             await self._initialize(session)
         except (HttpError, RpcError) as exc:
-            status = getattr(exc, "status", None) or getattr(exc, "http_status", None)
+            status = exc.http_status
             if era == "stateless" or status not in (400, 404, 405) or _is_modern(exc):
                 raise
             log.info("no Streamable HTTP at %s (HTTP %s); trying the legacy HTTP+SSE transport", self.target, status)

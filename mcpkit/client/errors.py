@@ -15,6 +15,8 @@ class McpError(Exception):
 
     code = "E199"
     user_message = "Something went wrong while talking to the MCP server."
+    #: The HTTP status the error came with, when it came over HTTP with one.
+    http_status: int | None = None
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or self.user_message)
@@ -77,7 +79,7 @@ class HttpError(McpError):
 
     def __init__(self, status: int, message: str | None = None) -> None:
         super().__init__(message or f"HTTP {status} from the MCP server")
-        self.status = status
+        self.status = self.http_status = status
 
 
 # --- JSON-RPC errors the server sent (E2xx) --------------------------------------------------

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 import httpx
+import msgspec
 import trio
 
 from ...protocol import jsonrpc
@@ -60,10 +61,10 @@ class HttpBase:
             msg = jsonrpc.decode(body)
         except jsonrpc.ProtocolError:
             msg = None
-        if isinstance(msg, jsonrpc.Message) and msg.error is not jsonrpc.msgspec.UNSET:
+        if isinstance(msg, jsonrpc.Message) and msg.error is not msgspec.UNSET:
             err = from_rpc(msg.error.code, msg.error.message,
-                           None if msg.error.data is jsonrpc.msgspec.UNSET else msg.error.data)
-            err.http_status = resp.status_code  # type: ignore[attr-defined]
+                           None if msg.error.data is msgspec.UNSET else msg.error.data)
+            err.http_status = resp.status_code
             return err
         snippet = body[:200].decode("utf-8", "replace").strip()
         reason = resp.reason_phrase or ""
