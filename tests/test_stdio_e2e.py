@@ -242,3 +242,29 @@ def test_subscriptions_listen_on_stdio(hello: Server) -> None:
     assert ack["params"]["notifications"] == {"toolsListChanged": True}
     hello.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 77}})
     assert hello.request("tools/list", {"_meta": modern_meta()})["result"]["tools"]
+
+
+def test_line_framing_over_the_pipe() -> None:
+    """Messages split across writes, several in one write, blank lines, and a last message
+    without a newline before EOF are all read as whole lines."""
+    with Server("--plugin", "hello") as srv:
+        srv.initialize()
+        stdin = srv.proc.stdin
+        assert stdin is not None
+        call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "greet", "arguments": {"name": "Split"}}}).encode()
+        stdin.write(call[:17]); stdin.flush()
+        time.sleep(0.2)  # the server has read half a line by now
+        stdin.write(call[17:] + b"\n\n   \n"); stdin.flush()
+        assert srv.recv()["result"]["content"][0]["text"] == "Hello, Split."
+        many = b"".join(json.dumps({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+                                    "params": {"name": "greet", "arguments": {"name": f"n{i}"}}}).encode() + b"\n"
+                        for i in range(300))
+        stdin.write(many); stdin.flush()
+        got = {srv.recv()["id"] for _ in range(300)}
+        assert got == set(range(100, 400))
+        stdin.write(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                                "params": {"name": "greet", "arguments": {"name": "Last"}}}).encode())
+        stdin.close()  # no newline: end of input ends the line
+        assert srv.recv()["result"]["content"][0]["text"] == "Hello, Last."
+        assert srv.proc.wait(10) == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import logging
+import math
 from typing import Any, Awaitable, Callable
 
 import msgspec
@@ -34,6 +35,7 @@ from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolErro
 log = logging.getLogger("mcpkit.server")
 
 Handler = Callable[[RequestReceived, Peer], Awaitable[Any]]
+_STATELESS_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 _CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover"})
 
 
@@ -42,7 +44,6 @@ class Dispatcher:
         self.app = app
         self.handlers: dict[str, Handler] = {
             "tools/list": self.list_tools,
-            "tools/call": self.call_tool,
             "resources/list": self.list_resources,
             "resources/templates/list": self.list_templates,
             "resources/read": self.read_resource,
@@ -57,26 +58,36 @@ class Dispatcher:
         """Answer one request. Errors become JSON-RPC errors; nothing internal leaks out.
 
         The request runs in one cancel scope, registered in ``in_flight`` so the client can
-        cancel it; a cancelled request answers None (no response is sent).
+        cancel it; a cancelled request answers None (no response is sent). For tools/call the
+        scope carries the tool's deadline from the start: a timeout is that scope expiring.
         """
-        with trio.CancelScope() as scope:
+        call: CallToolParams | None = None
+        deadline = math.inf
+        if req.method == "tools/call":
+            try:
+                call = jsonrpc.decode_params(req.params, CallToolParams)
+            except ProtocolError as exc:
+                return jsonrpc.encode_error(req.id, exc)
+            tool = self.app.registry.tools.get(call.name)
+            deadline = trio.current_time() + (tool.timeout if tool is not None and tool.timeout else self.app.settings.default_timeout)
+        with trio.CancelScope(deadline=deadline) as scope:
             if in_flight is not None:
                 in_flight.scopes[req.id] = scope
             try:
-                return await self._answer(req, peer, scope)
+                return await self._answer(req, peer, scope, call)
             finally:
                 if in_flight is not None:
                     in_flight.scopes.pop(req.id, None)
         return None
 
-    async def _answer(self, req: RequestReceived, peer: Peer, scope: trio.CancelScope) -> bytes:
+    async def _answer(self, req: RequestReceived, peer: Peer, scope: trio.CancelScope, call: CallToolParams | None) -> bytes:
         try:
-            handler = self.handlers.get(req.method)
-            if handler is None or (req.method in ("server/discover", "subscriptions/listen") and not req.features.stateless):
-                raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
-            if req.method == "tools/call":
-                result = await self.call_tool(req, peer, scope)
+            if call is not None:
+                result = await self.call_tool(req, peer, call, scope)
             else:
+                handler = self.handlers.get(req.method)
+                if handler is None or (req.method in _STATELESS_METHODS and not req.features.stateless):
+                    raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
                 result = await handler(req, peer)
             return jsonrpc.encode_result(req.id, self._finish(req, result))
         except ProtocolError as exc:
@@ -131,8 +142,7 @@ class Dispatcher:
         return self._page(req, list(self.app.registry.prompts.values()), "prompts", lambda p: p.describe(titles=req.features.titles))
 
     # -- tools ---------------------------------------------------------------------------------
-    async def call_tool(self, req: RequestReceived, peer: Peer, scope: trio.CancelScope) -> dict[str, Any]:
-        params = jsonrpc.decode_params(req.params, CallToolParams)
+    async def call_tool(self, req: RequestReceived, peer: Peer, params: CallToolParams, scope: trio.CancelScope) -> dict[str, Any]:
         tool = self.app.registry.tools.get(params.name)
         if tool is None:
             raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {params.name}")
@@ -146,17 +156,16 @@ class Dispatcher:
             raise ProtocolError(jsonrpc.INVALID_PARAMS, message) from None
         if tool.context_param:
             kwargs[tool.context_param] = ctx
-        timeout = tool.timeout or self.app.settings.default_timeout
-        # The request's scope doubles as the timeout: when the deadline has passed the
-        # cancellation is a timeout (answered with an error result); a cancel() from the client
+        # The request's scope is the timeout (see handle): when its deadline has passed the
+        # cancellation is a timeout, answered with an error result; a cancel() from the client
         # or a shutdown comes before the deadline and propagates (no answer is sent).
-        scope.deadline = trio.current_time() + timeout
         try:
-            value = await _invoke(tool.fn, tool.is_async, kwargs)
+            value = await tool.fn(**kwargs) if tool.is_async else await _in_thread(tool.fn, kwargs)
             out = tool.to_result(value)
         except trio.Cancelled:
             if trio.current_time() < scope.deadline:
                 raise
+            timeout = tool.timeout or self.app.settings.default_timeout
             return _error_result(f"Tool {tool.name} timed out after {timeout:g} s")
         except InputRequired as exc:
             return _input_required(req, exc)
@@ -281,6 +290,11 @@ class Dispatcher:
 async def _invoke(fn: Callable[..., Any], is_async: bool, kwargs: dict[str, Any]) -> Any:
     if is_async:
         return await fn(**kwargs)
+    return await _in_thread(fn, kwargs)
+
+
+async def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """A plain ``def`` handler runs in a worker thread; on cancellation it is abandoned."""
     return await trio.to_thread.run_sync(functools.partial(fn, **kwargs), abandon_on_cancel=True)
 
 

@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 import functools
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import trio
 
@@ -21,6 +21,7 @@ from ..server.dispatch import Dispatcher
 
 log = logging.getLogger("mcpkit.stdio")
 MAX_LINE = 64 * 1024 * 1024
+READ_SIZE = 65536
 EOF_GRACE_S = 2.0
 
 
@@ -103,18 +104,15 @@ class StdioSession:
                 pass  # roots/list_changed, progress from the client: nothing to do
 
     async def _serve(self, req: RequestReceived) -> None:
-        data = await self._answer(req)
+        data = await self.dispatcher.handle(req, self, self.in_flight)
         if data is not None:
             await self.out.write(data)
-
-    async def _answer(self, req: RequestReceived) -> bytes | None:
-        return await self.dispatcher.handle(req, self, self.in_flight)
 
     async def _serve_batch(self, batch: Batch) -> None:
         answers: list[bytes] = []
 
         async def one(req: RequestReceived) -> None:
-            data = await self._answer(req)
+            data = await self.dispatcher.handle(req, self, self.in_flight)
             if data is not None:
                 answers.append(data)
 
@@ -138,45 +136,55 @@ class StdioSession:
                     await self.out.write(notice)
 
 
-async def _lines(read: Callable[[], Awaitable[bytes]]) -> AsyncIterator[bytes]:
-    """Split what ``read`` returns into lines; an empty read is end of input."""
-    buf = b""
-    while True:
-        chunk = await read()
-        if not chunk:
-            break
+class _Lines:
+    """Split a byte stream into lines (blank lines dropped; an overlong line is dropped whole)."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
         if b"\n" not in chunk:
-            buf += chunk
-            if len(buf) > MAX_LINE:
+            self._buf += chunk
+            if len(self._buf) > MAX_LINE:
                 log.error("dropping an input line longer than %d bytes", MAX_LINE)
-                buf = b""
-            continue
-        *lines, rest = (buf + chunk).split(b"\n")
-        buf = rest
-        for line in lines:
-            if line.strip():
-                yield line
-    if buf.strip():
-        yield buf
+                self._buf = b""
+            return []
+        if self._buf:
+            chunk, self._buf = self._buf + chunk, b""
+        *lines, self._buf = chunk.split(b"\n")
+        return [line for line in lines if line.strip()]
+
+    def rest(self) -> list[bytes]:
+        """What is left at end of input: a last line without a newline."""
+        line, self._buf = self._buf, b""
+        return [line] if line.strip() else []
 
 
 def _fd_reader(fd: int) -> Callable[[], Awaitable[bytes]]:
-    """Read from a non-blocking pipe, going to the event loop only when it is empty."""
+    """Read from a non-blocking pipe. After a short read the pipe is known to be empty, so the
+    next read waits for it first (no EAGAIN round trip); full reads go on at once, with a
+    scheduling point now and then so request tasks run even when input never runs dry."""
     os.set_blocking(fd, False)
+    drained = False
     streak = 0
 
     async def read() -> bytes:
-        nonlocal streak
+        nonlocal drained, streak
         while True:
-            try:
-                data = os.read(fd, 262144)
-            except BlockingIOError:
-                streak = 0
+            if drained:
                 await trio.lowlevel.wait_readable(fd)
+            try:
+                data = os.read(fd, READ_SIZE)
+            except BlockingIOError:
+                drained = True
                 continue
-            streak += 1
-            if streak % 8 == 0:  # input never runs dry: let the request tasks run too
-                await trio.lowlevel.cancel_shielded_checkpoint()
+            drained = len(data) < READ_SIZE
+            if drained:
+                streak = 0
+            else:
+                streak += 1
+                if streak % 8 == 0:
+                    await trio.lowlevel.cancel_shielded_checkpoint()
             return data
 
     return read
@@ -212,11 +220,11 @@ async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, std
     """Serve until stdin closes or SIGTERM/SIGINT arrives; in-flight work is then cancelled."""
     if stdin is not None and stdout is not None:
         out: _Out = _Out(stdout)
-        read: Callable[[], Awaitable[bytes]] = functools.partial(stdin.receive_some, 262144)
+        read: Callable[[], Awaitable[bytes]] = functools.partial(stdin.receive_some, READ_SIZE)
     elif sys.stdin.isatty() or sys.stdout.isatty():
         # a terminal: non-blocking mode would leak to the shell, so use worker threads
         term = _ThreadStream(sys.stdin.buffer, sys.stdout.buffer)
-        out, read = _Out(term), functools.partial(term.receive_some, 65536)
+        out, read = _Out(term), functools.partial(term.receive_some, READ_SIZE)
     else:
         out, read = _FdOut(os.dup(1)), _fd_reader(os.dup(0))
     session = StdioSession(app, out)
@@ -225,7 +233,11 @@ async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, std
             outer.start_soon(_on_signal, outer.cancel_scope)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(session.forward_changes)
-                async for line in _lines(read):
+                lines = _Lines()
+                while chunk := await read():
+                    for line in lines.feed(chunk):
+                        await session.handle(session.conn.receive(line), nursery)
+                for line in lines.rest():
                     await session.handle(session.conn.receive(line), nursery)
                 # EOF: give in-flight requests a moment to answer, then cancel them
                 app.hub.close()
