@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 import pytest
 
-from .helpers import STATELESS, Server, modern_meta
+from mcpkit.transports.stdio import EOF_GRACE_S
+
+from .helpers import MCPKIT, STATELESS, Server, modern_meta
 
 HANDSHAKE = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 
@@ -192,6 +195,16 @@ def test_resources_prompts_completion(hello: Server) -> None:
     assert listed["arguments"][0] == {"name": "name", "description": "Who to introduce", "required": True}
     comp = hello.request("completion/complete", {"ref": {"type": "ref/prompt", "name": "introduce"}, "argument": {"name": "style", "value": "fr"}})
     assert comp["result"]["completion"]["values"] == ["friendly"]
+
+
+def test_immediate_eof_exits_at_once() -> None:
+    """Input that is empty from the start (stdin from /dev/null) ends the server without waiting
+    out the grace period given to in-flight requests (there are none)."""
+    t0 = time.monotonic()
+    done = subprocess.run([MCPKIT, "serve", "--plugin", "hello"], stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=30)
+    assert done.returncode == 0 and done.stdout == b""
+    assert time.monotonic() - t0 < EOF_GRACE_S, done.stderr
 
 
 def test_exit_0_on_eof_and_sigterm() -> None:

@@ -74,6 +74,7 @@ class ChangeHub:
 
     def __init__(self) -> None:
         self._listeners: set[trio.MemorySendChannel[tuple[str, Any]]] = set()
+        self.closed = False
 
     def publish(self, event: str, arg: Any) -> None:
         for chan in list(self._listeners):
@@ -88,6 +89,8 @@ class ChangeHub:
         return _Listening(self)
 
     def close(self) -> None:
+        """End every listener, including any that starts listening later (shutdown)."""
+        self.closed = True
         for chan in list(self._listeners):
             chan.close()
         self._listeners.clear()
@@ -99,7 +102,10 @@ class _Listening:
         self._send, self.receive = trio.open_memory_channel[tuple[str, Any]](64)
 
     def __enter__(self) -> trio.MemoryReceiveChannel[tuple[str, Any]]:
-        self._hub._listeners.add(self._send)
+        if self._hub.closed:
+            self._send.close()  # shutting down: the listener ends at once
+        else:
+            self._hub._listeners.add(self._send)
         return self.receive
 
     def __exit__(self, *exc: object) -> None:
