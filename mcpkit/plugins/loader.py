@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Iterable
 
 import pluggy
@@ -14,6 +13,7 @@ from ..server.registry import DuplicateName, Registry
 from ..server.settings import Settings
 from . import hookspecs
 from .config import Config
+from .entrypoints import EntryPoint, entry_points
 
 log = logging.getLogger("mcpkit.plugins")
 GROUP = "mcpkit.plugins"
@@ -33,7 +33,7 @@ class Loaded:
 def discover() -> list[EntryPoint]:
     """Installed plugin entry points, by name (the first of a duplicated name wins)."""
     seen: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=GROUP):
+    for ep in entry_points(GROUP):
         seen.setdefault(ep.name, ep)
     return [seen[name] for name in sorted(seen)]
 
@@ -57,7 +57,7 @@ def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool 
     for ep in eps:
         if (only and ep.name not in only) or ep.name in disable:
             continue
-        info = PluginInfo(ep.name, ep.dist.name if ep.dist else None, ep.dist.version if ep.dist else None)
+        info = PluginInfo(ep.name, ep.dist_name, ep.dist_version)
         infos.append(info)
         try:
             pm.register(ep.load(), name=ep.name)
