@@ -31,6 +31,7 @@ from ..protocol.versions import STATELESS_VERSIONS, Features
 from .app import App
 from .context import Context, InFlight, Peer
 from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolError
+from .tools import ToolDef
 
 log = logging.getLogger("mcpkit.server")
 
@@ -58,38 +59,20 @@ class Dispatcher:
         """Answer one request. Errors become JSON-RPC errors; nothing internal leaks out.
 
         The request runs in one cancel scope, registered in ``in_flight`` so the client can
-        cancel it; a cancelled request answers None (no response is sent). For tools/call the
-        scope carries the tool's deadline from the start: a timeout is that scope expiring.
+        cancel it; a cancelled request answers None (no response is sent). A tools/call's scope
+        carries the tool's deadline from the start: a timeout is that scope expiring.
         """
-        call: CallToolParams | None = None
-        deadline = math.inf
-        if req.method == "tools/call":
-            try:
-                call = jsonrpc.decode_params(req.params, CallToolParams)
-            except ProtocolError as exc:
-                return jsonrpc.encode_error(req.id, exc)
-            tool = self.app.registry.tools.get(call.name)
-            deadline = trio.current_time() + (tool.timeout if tool is not None and tool.timeout else self.app.settings.default_timeout)
-        with trio.CancelScope(deadline=deadline) as scope:
-            if in_flight is not None:
-                in_flight.scopes[req.id] = scope
-            try:
-                return await self._answer(req, peer, scope, call)
-            finally:
-                if in_flight is not None:
-                    in_flight.scopes.pop(req.id, None)
-        return None
-
-    async def _answer(self, req: RequestReceived, peer: Peer, scope: trio.CancelScope, call: CallToolParams | None) -> bytes:
         try:
-            if call is not None:
-                result = await self.call_tool(req, peer, call, scope)
-            else:
-                handler = self.handlers.get(req.method)
-                if handler is None or (req.method in _STATELESS_METHODS and not req.features.stateless):
-                    raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
-                result = await handler(req, peer)
-            return jsonrpc.encode_result(req.id, self._finish(req, result))
+            work, deadline = self._plan(req, peer)
+            with trio.CancelScope(deadline=deadline) as scope:
+                if in_flight is not None:
+                    in_flight.scopes[req.id] = scope
+                try:
+                    return jsonrpc.encode_result(req.id, self._finish(req, await work))
+                finally:
+                    if in_flight is not None:
+                        in_flight.scopes.pop(req.id, None)
+            return None
         except ProtocolError as exc:
             return jsonrpc.encode_error(req.id, exc)
         except MissingCapability as exc:
@@ -97,6 +80,21 @@ class Dispatcher:
         except Exception:
             log.exception("internal error while serving %s", req.method)
             return jsonrpc.encode_error(req.id, ProtocolError(jsonrpc.INTERNAL_ERROR, "Internal error"))
+
+    def _plan(self, req: RequestReceived, peer: Peer) -> tuple[Awaitable[dict[str, Any]], float]:
+        """The handler call that answers ``req`` (not started yet) and its deadline."""
+        if req.method == "tools/call":
+            params = jsonrpc.decode_params(req.params, CallToolParams)
+            tool = self.app.registry.tools.get(params.name)
+            if tool is None:
+                raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {params.name}")
+            timeout = tool.timeout or self.app.settings.default_timeout
+            deadline = trio.current_time() + timeout
+            return self.call_tool(req, peer, params, tool, deadline, timeout), deadline
+        handler = self.handlers.get(req.method)
+        if handler is None or (req.method in _STATELESS_METHODS and not req.features.stateless):
+            raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
+        return handler(req, peer), math.inf
 
     def _finish(self, req: RequestReceived, result: dict[str, Any]) -> dict[str, Any]:
         """Add the stateless era's result fields."""
@@ -142,10 +140,8 @@ class Dispatcher:
         return self._page(req, list(self.app.registry.prompts.values()), "prompts", lambda p: p.describe(titles=req.features.titles))
 
     # -- tools ---------------------------------------------------------------------------------
-    async def call_tool(self, req: RequestReceived, peer: Peer, params: CallToolParams, scope: trio.CancelScope) -> dict[str, Any]:
-        tool = self.app.registry.tools.get(params.name)
-        if tool is None:
-            raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {params.name}")
+    async def call_tool(self, req: RequestReceived, peer: Peer, params: CallToolParams, tool: ToolDef,
+                        deadline: float, timeout: float) -> dict[str, Any]:
         ctx = self._context(req, peer, params, params.name) if (tool.context_param or params.requestState) else None
         try:
             kwargs = tool.parse_arguments(params.arguments)
@@ -156,16 +152,15 @@ class Dispatcher:
             raise ProtocolError(jsonrpc.INVALID_PARAMS, message) from None
         if tool.context_param:
             kwargs[tool.context_param] = ctx
-        # The request's scope is the timeout (see handle): when its deadline has passed the
-        # cancellation is a timeout, answered with an error result; a cancel() from the client
-        # or a shutdown comes before the deadline and propagates (no answer is sent).
+        # The request's scope ends at ``deadline`` (see handle): a cancellation after it is the
+        # timeout, answered with an error result; a cancel() from the client or a shutdown
+        # comes before it and propagates (no answer is sent).
         try:
             value = await tool.fn(**kwargs) if tool.is_async else await _in_thread(tool.fn, kwargs)
             out = tool.to_result(value)
         except trio.Cancelled:
-            if trio.current_time() < scope.deadline:
+            if trio.current_time() < deadline:
                 raise
-            timeout = tool.timeout or self.app.settings.default_timeout
             return _error_result(f"Tool {tool.name} timed out after {timeout:g} s")
         except InputRequired as exc:
             return _input_required(req, exc)
