@@ -23,6 +23,8 @@ log = logging.getLogger("mcpkit.stdio")
 MAX_LINE = 64 * 1024 * 1024
 READ_SIZE = 65536
 EOF_GRACE_S = 2.0
+#: A fixed name for request tasks spares trio from formatting one per spawn.
+_TASK_NAME = "mcpkit.stdio.request"
 
 
 class _Out:
@@ -91,7 +93,7 @@ class StdioSession:
     async def handle(self, events: list[Event], nursery: trio.Nursery) -> None:
         for ev in events:
             if isinstance(ev, RequestReceived):
-                nursery.start_soon(self._serve, ev)
+                nursery.start_soon(self._serve, ev, name=_TASK_NAME)
             elif isinstance(ev, Reply):
                 await self.out.write(ev.data)
             elif isinstance(ev, CancelRequested):
