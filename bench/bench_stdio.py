@@ -155,7 +155,7 @@ def report(placement: str, samples: dict, args: argparse.Namespace) -> dict:
     for name in (n for n in samples if n not in SERVERS):
         a, b = med[name]["cpu"], med["sdk"]["cpu"]
         print(f"{name + ' CPU/call (µs)':30}{a:11.3f}{b:11.3f}{a / b:8.3f}")
-    return {"placement": placement, "medians": med, "samples": samples}
+    return med
 
 
 def main() -> None:
@@ -172,8 +172,7 @@ def main() -> None:
         compileall.compile_dir(str(ROOT / folder), quiet=2)
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d %H:%M')}")
     placements = ["free", "same-cpu"] if args.placement == "both" else [args.placement]
-    results = [report(p, measure(p, args), args) for p in placements]
-    print(json.dumps([{"placement": r["placement"], "medians": r["medians"]} for r in results]))
+    print(json.dumps({p: report(p, measure(p, args), args) for p in placements}))
 
 
 if __name__ == "__main__":

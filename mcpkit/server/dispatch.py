@@ -88,13 +88,15 @@ class Dispatcher:
             tool = self.app.registry.tools.get(params.name)
             if tool is None:
                 raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {params.name}")
-            timeout = tool.timeout or self.app.settings.default_timeout
-            deadline = trio.current_time() + timeout
-            return self.call_tool(req, peer, params, tool, deadline, timeout), deadline
+            deadline = trio.current_time() + self._timeout(tool)
+            return self.call_tool(req, peer, params, tool, deadline), deadline
         handler = self.handlers.get(req.method)
         if handler is None or (req.method in _STATELESS_METHODS and not req.features.stateless):
             raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
         return handler(req, peer), math.inf
+
+    def _timeout(self, tool: ToolDef) -> float:
+        return tool.timeout or self.app.settings.default_timeout
 
     def _finish(self, req: RequestReceived, result: dict[str, Any]) -> dict[str, Any]:
         """Add the stateless era's result fields."""
@@ -141,7 +143,7 @@ class Dispatcher:
 
     # -- tools ---------------------------------------------------------------------------------
     async def call_tool(self, req: RequestReceived, peer: Peer, params: CallToolParams, tool: ToolDef,
-                        deadline: float, timeout: float) -> dict[str, Any]:
+                        deadline: float) -> dict[str, Any]:
         ctx = self._context(req, peer, params, params.name) if (tool.context_param or params.requestState) else None
         try:
             kwargs = tool.parse_arguments(params.arguments)
@@ -156,12 +158,12 @@ class Dispatcher:
         # timeout, answered with an error result; a cancel() from the client or a shutdown
         # comes before it and propagates (no answer is sent).
         try:
-            value = await tool.fn(**kwargs) if tool.is_async else await _in_thread(tool.fn, kwargs)
+            value = await _invoke(tool.fn, tool.is_async, kwargs)
             out = tool.to_result(value)
         except trio.Cancelled:
             if trio.current_time() < deadline:
                 raise
-            return _error_result(f"Tool {tool.name} timed out after {timeout:g} s")
+            return _error_result(f"Tool {tool.name} timed out after {self._timeout(tool):g} s")
         except InputRequired as exc:
             return _input_required(req, exc)
         except (ProtocolError, MissingCapability):
@@ -285,11 +287,6 @@ class Dispatcher:
 async def _invoke(fn: Callable[..., Any], is_async: bool, kwargs: dict[str, Any]) -> Any:
     if is_async:
         return await fn(**kwargs)
-    return await _in_thread(fn, kwargs)
-
-
-async def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """A plain ``def`` handler runs in a worker thread; on cancellation it is abandoned."""
     return await trio.to_thread.run_sync(functools.partial(fn, **kwargs), abandon_on_cancel=True)
 
 
