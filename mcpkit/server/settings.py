@@ -20,6 +20,14 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     cache_scope: Literal["public", "private"] = "public"
     #: secret for sealing requestState; set it when several processes serve one endpoint
     state_secret: str | None = None
+    #: largest JSON-RPC message accepted: one stdio line, or one HTTP request body (bytes)
+    max_message_bytes: int = 4 * 1024 * 1024
+    #: requests one connection (stdio process, HTTP session, SSE stream) may have running at
+    #: once; more are refused with -32000 until some finish
+    max_concurrent_requests: int = 1000
+    #: worker threads each plain-``def`` tool (resource, prompt) may hold; a stuck one can
+    #: only take its own slots. A tool's ``@mcpkit.tool(max_threads=N)`` overrides it.
+    max_threads_per_tool: int = 8
     #: log level of the server's own log (stderr)
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     # -- HTTP transports --
@@ -29,7 +37,6 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     allow_origins: list[str] = []
     #: bearer token required on every HTTP request but /healthz and preflights
     auth_token: str | None = None
-    max_body_bytes: int = 4 * 1024 * 1024
     #: idle handshake-era sessions expire after this many seconds
     session_ttl_s: float = 1800.0
     max_sessions: int = 1000
@@ -37,6 +44,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     event_store_size: int = 1000
     #: keep-alive comment interval on long-lived SSE streams, seconds
     sse_heartbeat_s: float = 15.0
+    #: bytes of messages one SSE stream may have waiting to be written; a client that lets
+    #: more pile up (it does not read) loses that stream (resumable ones can be resumed)
+    sse_backlog_bytes: int = 8 * 1024 * 1024
     #: retry hint (ms) sent on 2025-11-25 SSE streams
     sse_retry_ms: int = 1000
     #: "auto": JSON unless the request streams; "sse" or "json" always
@@ -50,6 +60,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 _ENV_PREFIX = "MCPKIT_"
 _LISTS = {"allow_origins"}
+#: earlier names still read: old name -> current name
+_RENAMED = {"max_body_bytes": "max_message_bytes"}
 
 
 def load_settings(table: dict[str, Any] | None, environ: dict[str, str] | None = None,
@@ -58,11 +70,14 @@ def load_settings(table: dict[str, Any] | None, environ: dict[str, str] | None =
     (the command line)."""
     env = os.environ if environ is None else environ
     data = dict(table or {})
-    for fname in Settings.__struct_fields__:
+    for fname in (*Settings.__struct_fields__, *_RENAMED):
         value = env.get(_ENV_PREFIX + fname.upper())
         if value is not None:
             data[fname] = [v.strip() for v in value.split(",") if v.strip()] if fname in _LISTS else value
     data.update(overrides or {})
+    for old, new in _RENAMED.items():
+        if old in data:
+            data.setdefault(new, data.pop(old))
     try:
         return msgspec.convert(data, Settings, strict=False)
     except msgspec.ValidationError as exc:
