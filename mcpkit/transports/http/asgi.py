@@ -18,8 +18,10 @@ from .legacy_sse import LegacySse
 from .security import Guard
 from .sessions import SessionManager
 from .streamable import Streamable
-from .wire import BodyTooLarge, Disconnected, Receive, Scope, Send, error_body, header_map, respond
+from .wire import BodyTooLarge, Disconnected, Receive, Scope, Send, error_body, header_map, respond, rest_error
 
+#: The JSON-RPC endpoints; every other path answers errors as ``{"error": {"code", "message"}}``.
+_MCP_PATHS = frozenset({"/mcp", "/mcp/", "/sse", "/messages"})
 access_log = logging.getLogger("mcpkit.http.access")
 log = logging.getLogger("mcpkit.http")
 
@@ -32,17 +34,21 @@ class HttpApp:
         self.strict = strict
         self.legacy_only = legacy_only
         self.guard = Guard(s.host, s.allow_origins, s.auth_token)
-        self.sessions = SessionManager(s.session_ttl_s, s.max_sessions, s.event_store_size)
+        self.sessions = SessionManager(s.session_ttl_s, s.max_sessions, s.event_store_size, s.sse_backlog_bytes)
         self.streamable = Streamable(app, self.sessions)
         self.legacy = LegacySse(app)
         self.routes = _plain_routes(app)
         self.started = trio.Event()
 
     async def shutdown(self) -> None:
-        """Stop long-lived streams so the server can drain."""
+        """Start draining: standalone streams and subscriptions end cleanly at once; requests
+        in flight (stateless or in a session) go on answering within the grace period."""
         self.streamable.closing.set()
         self.legacy.closing.set()
         self.app.hub.close()
+
+    def end_sessions(self) -> None:
+        """After the drain: end every session (what still runs is cancelled)."""
         for sid in list(self.sessions.sessions):
             self.sessions.end(sid)
 
@@ -63,8 +69,9 @@ class HttpApp:
                 await self._routes_startup()
                 self.started.set()
                 await send({"type": "lifespan.startup.complete"})
-                message = await receive()  # lifespan.shutdown
+                message = await receive()  # lifespan.shutdown: the server has drained
                 await self.shutdown()
+                self.end_sessions()
                 nursery.cancel_scope.cancel()
         except Exception as exc:
             log.error("start-up failed: %s", exc)
@@ -98,7 +105,12 @@ class HttpApp:
         try:
             await self._route(scope, receive, send_with_headers, h, origin)
         except BodyTooLarge:
-            await respond(send_with_headers, 413, error_body(jsonrpc.INVALID_REQUEST, f"Payload Too Large: the limit is {self.app.settings.max_body_bytes} bytes"))
+            limit = self.app.settings.max_message_bytes
+            if scope["path"] in _MCP_PATHS:
+                body = error_body(jsonrpc.INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes (max_message_bytes)")
+            else:
+                body = rest_error("PAYLOAD_TOO_LARGE", f"the request body must be at most {limit} bytes")
+            await respond(send_with_headers, 413, body)
         except Disconnected:
             pass
         except Exception:
@@ -119,10 +131,10 @@ class HttpApp:
             await respond(send, 403, error_body(jsonrpc.INVALID_REQUEST, "Forbidden: Origin not allowed"))
             return
         length = h.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.app.settings.max_body_bytes:
+        if length is not None and length.isdigit() and int(length) > self.app.settings.max_message_bytes:
             raise BodyTooLarge
         if method == "OPTIONS":
-            await respond(send, 204, headers=self.guard.preflight_headers(origin))
+            await respond(send, 204, headers=self.guard.preflight_headers())
             return
         if path != "/healthz" and not self.guard.authorized(h.get("authorization")):
             await respond(send, 401, error_body(jsonrpc.INVALID_REQUEST, "Unauthorized: a valid bearer token is required"),
@@ -143,7 +155,7 @@ class HttpApp:
         elif self.routes is not None:
             await self.routes(scope, receive, send)
         else:
-            await respond(send, 404, error_body(jsonrpc.INVALID_REQUEST, "Not Found"))
+            await respond(send, 404, rest_error("NOT_FOUND", f"no route {path}"))
 
 
 async def _not_allowed(send: Send, allow: bytes) -> None:
@@ -154,8 +166,17 @@ def _plain_routes(app: App) -> Any:
     """The Quart application for the non-MCP routes."""
     from quart_trio import QuartTrio
 
+    from werkzeug.exceptions import HTTPException
+
     quart = QuartTrio("mcpkit")
-    quart.config["MAX_CONTENT_LENGTH"] = app.settings.max_body_bytes
+    quart.config["MAX_CONTENT_LENGTH"] = app.settings.max_message_bytes
+
+    @quart.errorhandler(HTTPException)
+    async def json_errors(exc: HTTPException) -> Any:
+        """Quart's own errors (unknown path, wrong method, body too large) as JSON, not HTML."""
+        code = (exc.name or "error").upper().replace(" ", "_")
+        headers = {"Allow": ", ".join(exc.valid_methods)} if getattr(exc, "valid_methods", None) else {}
+        return {"error": {"code": code, "message": exc.description or exc.name}}, exc.code or 500, headers
 
     @quart.get("/healthz")
     async def healthz() -> dict[str, Any]:

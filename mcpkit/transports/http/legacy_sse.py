@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import logging
 import secrets
 import urllib.parse
 from typing import Any
@@ -16,20 +16,41 @@ from ...protocol.connection import (
 from ...server.app import App
 from ...server.context import InFlight, PendingRequests
 from ...server.dispatch import Dispatcher
+from ...server.errors import busy
+from .outbox import Outbox
 from .wire import Receive, Scope, Send, error_body, read_body, respond, sse_end, sse_event, sse_send, sse_start
+
+log = logging.getLogger("mcpkit.http")
 
 
 class _LegacySession:
-    def __init__(self, conn: ServerConnection, nursery: trio.Nursery) -> None:
+    def __init__(self, sid: str, registry: dict[str, "_LegacySession"], conn: ServerConnection,
+                 nursery: trio.Nursery, backlog_bytes: int) -> None:
+        self.id = sid
+        self.registry = registry
+        self.dropped = False
         self.conn = conn
         self.nursery = nursery
         self.in_flight = InFlight()
-        self.out, self.inbox = trio.open_memory_channel[bytes](math.inf)
+        self.outbox: Outbox[bytes] = Outbox(backlog_bytes)
         self.pending = PendingRequests()
+        self.running = 0  # requests being served
+
+    def push(self, data: bytes) -> None:
+        """Queue a message for the stream; a client that lets too much pile up loses it."""
+        if not self.outbox.put(data, len(data)) and self.outbox.overflowed and not self.dropped:
+            log.warning("legacy SSE client does not read its stream (over %d bytes waiting); closing it", self.outbox.max_bytes)
+            self.drop()
+
+    def drop(self) -> None:
+        """End the session now: later POSTs get 404 and its requests are cancelled."""
+        self.dropped = True
+        self.registry.pop(self.id, None)
+        self.nursery.cancel_scope.cancel()
 
     # Peer protocol
     async def notify(self, data: bytes) -> None:
-        self.out.send_nowait(data)
+        self.push(data)
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         return await self.pending.ask(self.conn.next_request_id(), self.notify, method, params)
@@ -51,9 +72,11 @@ class LegacySse:
         await sse_start(send, [])
         await sse_send(send, sse_event(f"{root}/messages?session_id={sid}".encode(), event="endpoint"))
         async with trio.open_nursery() as nursery:
-            session = self.sessions[sid] = _LegacySession(self.app.new_connection(), nursery)
+            session = self.sessions[sid] = _LegacySession(sid, self.sessions, self.app.new_connection(), nursery,
+                                                          self.app.settings.sse_backlog_bytes)
             try:
                 nursery.start_soon(self._watch, receive, nursery.cancel_scope)
+                nursery.start_soon(self._end_at_shutdown, session)
                 nursery.start_soon(self._forward_changes, session)
                 await self._write(send, session)
             finally:
@@ -65,27 +88,29 @@ class LegacySse:
             pass
 
     async def _watch(self, receive: Receive, scope: trio.CancelScope) -> None:
-        async with trio.open_nursery() as nursery:
-            async def closing() -> None:
-                await self.closing.wait()
+        while True:
+            if (await receive())["type"] == "http.disconnect":
                 scope.cancel()
+                return
 
-            nursery.start_soon(closing)
-            while True:
-                if (await receive())["type"] == "http.disconnect":
-                    scope.cancel()
-                    return
+    async def _end_at_shutdown(self, session: _LegacySession) -> None:
+        """At shutdown, let the session's running requests answer (they travel on this
+        stream), then end the stream cleanly; the server's grace period bounds the wait."""
+        await self.closing.wait()
+        while session.running:
+            await trio.sleep(0.05)
+        session.outbox.close()
 
     async def _write(self, send: Send, session: _LegacySession) -> None:
         heartbeat = self.app.settings.sse_heartbeat_s
         try:
             while True:
                 with trio.move_on_after(heartbeat):
-                    data = await session.inbox.receive()
+                    data = await session.outbox.get()
                     await sse_send(send, sse_event(data, event="message"))
                     continue
                 await sse_send(send, b": ping\n\n")
-        except OSError:
+        except (OSError, trio.EndOfChannel):
             return
 
     async def _forward_changes(self, session: _LegacySession) -> None:
@@ -105,7 +130,10 @@ class LegacySse:
         if session is None:
             await respond(send, 404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown session; open GET /sse first"))
             return
-        body = await read_body(receive, self.app.settings.max_body_bytes)
+        if self.closing.is_set():
+            await respond(send, 503, error_body(jsonrpc.INTERNAL_ERROR, "Service Unavailable: the server is shutting down"), [(b"retry-after", b"5")])
+            return
+        body = await read_body(receive, self.app.settings.max_message_bytes)
         for ev in session.conn.receive(body):
             if isinstance(ev, Batch):
                 for inner in ev.events:
@@ -116,15 +144,23 @@ class LegacySse:
 
     def _take(self, session: _LegacySession, ev: Any) -> None:
         if isinstance(ev, RequestReceived):
+            limit = self.app.settings.max_concurrent_requests
+            if session.running >= limit:
+                session.push(jsonrpc.encode_error(ev.id, busy(limit)))
+                return
+            session.running += 1
             session.nursery.start_soon(self._run, session, ev)
         elif isinstance(ev, Reply):
-            session.out.send_nowait(ev.data)
+            session.push(ev.data)
         elif isinstance(ev, CancelRequested):
             session.in_flight.cancel(ev.request_id)
         elif isinstance(ev, ResponseReceived):
             session.pending.deliver(ev)
 
     async def _run(self, session: _LegacySession, req: RequestReceived) -> None:
-        data = await self.dispatcher.handle(req, session, session.in_flight)
+        try:
+            data = await self.dispatcher.handle(req, session, session.in_flight)
+        finally:
+            session.running -= 1
         if data is not None:
-            session.out.send_nowait(data)
+            session.push(data)

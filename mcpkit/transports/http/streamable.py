@@ -18,6 +18,8 @@ from ...protocol.versions import HANDSHAKE_VERSIONS, STATELESS_VERSIONS
 from ...server.app import App
 from ...server.context import InFlight
 from ...server.dispatch import Dispatcher
+from ...server.errors import busy
+from .outbox import Outbox
 from .sessions import CLOSE, Session, SessionManager, Stream
 from .wire import (
     Receive, Scope, Send, error_body, read_body, http_status_for, respond, sse_end, sse_event, sse_send, sse_start,
@@ -84,7 +86,7 @@ class Streamable:
         if "application/json" not in h.get("content-type", "").lower():
             await respond(send, 415, error_body(jsonrpc.INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"))
             return
-        body = await read_body(receive, self.settings.max_body_bytes)
+        body = await read_body(receive, self.settings.max_message_bytes)
         sid = h.get("mcp-session-id")
         version = h.get("mcp-protocol-version")
         has_meta = _META_KEY in body
@@ -236,22 +238,33 @@ class Streamable:
         """The request runs in the server's nursery, so a dropped connection does not stop it;
         its messages go through the session's replay store."""
         assert self.nursery is not None
+        limit = self.settings.max_concurrent_requests
+        if session.active >= limit:
+            await respond(send, 503, jsonrpc.encode_error(req.id, busy(limit)), [(b"retry-after", b"1")])
+            return
         stream = session.new_stream()
-        channel = stream.attach(0)
+        box = stream.attach(0)
         peer = _SessionPeer(session, stream, self.settings.sse_retry_ms)
         session.active += 1
         self.nursery.start_soon(self._run_in_session, session, req, peer, stream)
-        first = await channel.receive()
+        try:
+            first = await box.get()
+        except trio.EndOfChannel:  # the session ended (DELETE, expiry, shutdown) before any answer
+            if self.closing.is_set():
+                await respond(send, 503, error_body(jsonrpc.INTERNAL_ERROR, "Service Unavailable: the server is shutting down", req.id), [(b"retry-after", b"5")])
+            else:
+                await respond(send, 404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: the session ended", req.id))
+            return
         json_ok = self.settings.response_mode == "json" or (self.settings.response_mode == "auto" and not sse)
         if json_ok and first[0] != CLOSE and stream.done and stream.seq == 1 and not peer.wants_sse:
-            stream.detach(channel)
+            stream.detach(box)
             await respond(send, 200, first[1])
             return
         polling = req.features.version >= "2025-11-25"
         await sse_start(send, [])
         if polling:  # priming event: an id to resume from, and how soon to come back
             await sse_send(send, sse_event(b"", f"{stream.key}-0", retry_ms=self.settings.sse_retry_ms))
-        await self._pump(send, channel, stream, first, polling)
+        await self._pump(send, box, stream, first, polling)
 
     async def _run_in_session(self, session: Session, req: RequestReceived, peer: "_SessionPeer", stream: Stream) -> None:
         try:
@@ -264,33 +277,33 @@ class Streamable:
             stream.detach()
             session.streams.pop(stream.key, None)
 
-    async def _pump(self, send: Send, channel: trio.MemoryReceiveChannel[Any], stream: Stream, first: Any, with_ids: bool) -> None:
-        """Write a stream's frames as SSE until it ends, the server closes it, or shuts down."""
-        async with trio.open_nursery() as nursery:
-            async def stop_on_shutdown() -> None:
-                await self.closing.wait()
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(stop_on_shutdown)
-            try:
-                frame = first
-                while frame[0] != CLOSE:
-                    await sse_send(send, sse_event(frame[1], frame[0] if with_ids else None))
-                    while True:
-                        with trio.move_on_after(self.settings.sse_heartbeat_s):
-                            frame = await channel.receive()
-                            break
-                        await sse_send(send, b": keep-alive\n\n")
-            except (trio.EndOfChannel, trio.ClosedResourceError):
-                pass
-            except OSError:  # the client went away: the stream stays resumable
-                pass
-            nursery.cancel_scope.cancel()
-        stream.detach(channel)
+    async def _pump(self, send: Send, box: Outbox[Any], stream: Stream, first: Any, with_ids: bool) -> None:
+        """Write a stream's frames as SSE until it ends or the server closes it (closing the
+        box: what is queued is still written, then the response ends cleanly)."""
+        try:
+            frame = first
+            while frame[0] != CLOSE:
+                await sse_send(send, sse_event(frame[1], frame[0] if with_ids else None))
+                while True:
+                    with trio.move_on_after(self.settings.sse_heartbeat_s):
+                        frame = await box.get()
+                        break
+                    await sse_send(send, b": keep-alive\n\n")
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            pass
+        except OSError:  # the client went away: the stream stays resumable
+            pass
+        stream.detach(box)
         try:
             await sse_end(send)
         except OSError:
             pass
+
+    async def _end_at_shutdown(self, box: Outbox[Any]) -> None:
+        """A standalone stream ends (cleanly) when the server starts shutting down; a request's
+        stream runs on until its answer, within the shutdown grace period."""
+        await self.closing.wait()
+        box.close()
 
     # -- GET and DELETE ----------------------------------------------------------------------------
     async def get(self, receive: Receive, send: Send, h: dict[str, str]) -> None:
@@ -314,20 +327,23 @@ class Streamable:
         if stream is None:  # finished already: replay what the store still holds
             stream = Stream(session, key)
             stream.done = True
-        channel = stream.attach(after)
+        box = stream.attach(after)
         session.active += 1
         try:
             await sse_start(send, [])
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
+                if key == "0":
+                    nursery.start_soon(self._end_at_shutdown, box)
                 try:
-                    first = await channel.receive()
-                except trio.EndOfChannel:
-                    nursery.cancel_scope.cancel()
-                    await sse_end(send)
-                    return
-                await self._pump(send, channel, stream, first, True)
+                    first = await box.get()
+                except trio.EndOfChannel:  # nothing to replay, or shutting down
+                    first = None
+                if first is not None:
+                    await self._pump(send, box, stream, first, True)  # ends the response
                 nursery.cancel_scope.cancel()
+            if first is None:
+                await sse_end(send)
         finally:
             session.active -= 1
             session.touch()

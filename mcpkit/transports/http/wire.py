@@ -68,6 +68,11 @@ def error_body(code: int, message: str, request_id: Any = None, data: Any = msgs
     return jsonrpc.encode_error(request_id, ProtocolError(code, message, data))
 
 
+def rest_error(code: str, message: str) -> bytes:
+    """The error body of the plain (non-JSON-RPC) routes: ``{"error": {"code", "message"}}``."""
+    return msgspec.json.encode({"error": {"code": code, "message": message}})
+
+
 def http_status_for(code: int) -> int:
     """The HTTP status a JSON-RPC error travels with on the stateless wire."""
     if code == jsonrpc.METHOD_NOT_FOUND:
