@@ -4,11 +4,11 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import search as _search
-from .indexer import IndexJob, RunProgress, execute, prepare
+from .indexer import IndexJob, Limits, RunProgress, execute, prepare
 from .languages import guess_language
 from .models import IndexResult, RecentFile, RecentFiles, RunStatus, SearchResult
 from .query import QueryError
@@ -16,6 +16,8 @@ from .sources import SourceError
 from .store import StoreError, begin_run, check_fts5_trigram, connect, fail_run, iso_time
 
 DEFAULT_MAX_FILE_SIZE = 1024 * 1024
+DEFAULT_MAX_FILES = 200_000
+DEFAULT_MAX_INDEX_BYTES = 2 * 1024 * 1024 * 1024
 
 # Errors whose message is meant for the caller (bad input, unusable repository or database).
 UserError = (QueryError, SourceError, StoreError)
@@ -29,11 +31,13 @@ class CodeSearch:
     """
 
     def __init__(self, database: Path | str, *, max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+                 max_files: int = DEFAULT_MAX_FILES, max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
                  ) -> None:
         check_fts5_trigram()
         if not isinstance(max_file_size, int) or max_file_size < 1:
             raise StoreError("max_file_size must be a positive number of bytes")
         self.database = Path(database).expanduser()
+        self.limits = Limits(max_file_size, max_files, max_index_bytes)
         self.max_file_size = max_file_size
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -68,9 +72,9 @@ class CodeSearch:
         self._local = threading.local()
 
     # -- indexing --------------------------------------------------------------------
-    def _begin(self, repository: str, ref: str | None,
-               project: str | None) -> tuple[IndexJob, RunProgress]:
-        job = prepare(repository, ref, project)
+    def _begin(self, repository: str, ref: str | None, project: str | None,
+               roots: Sequence[Path] | None) -> tuple[IndexJob, RunProgress]:
+        job = prepare(repository, ref, project, roots)
         now = time.time()
         with self._state:
             live = set(self._live)
@@ -86,7 +90,7 @@ class CodeSearch:
             conn = connect(self.database, busy_timeout_ms=120_000)
             conn.execute("PRAGMA cache_size=-65536")  # 64 MiB while merging FTS segments
             try:
-                return execute(conn, job, run, self.max_file_size, notify)
+                return execute(conn, job, run, self.limits, notify)
             finally:
                 conn.close()
         except BaseException as exc:
@@ -104,15 +108,18 @@ class CodeSearch:
                 self._live.pop(run.run_id, None)
 
     def index(self, repository: str, *, ref: str | None = None, project: str | None = None,
-              progress: Callable[[RunProgress], None] | None = None) -> IndexResult:
-        """Index `repository` (a directory, a git work tree, or a commit with `ref`) and wait."""
-        job, run = self._begin(repository, ref, project)
+              progress: Callable[[RunProgress], None] | None = None,
+              roots: Sequence[Path] | None = None) -> IndexResult:
+        """Index `repository` (a directory, a git work tree, or a commit with `ref`) and wait.
+
+        With `roots`, the repository must lie under one of them."""
+        job, run = self._begin(repository, ref, project, roots)
         return self._run(job, run, progress)
 
     def start_index(self, repository: str, *, ref: str | None = None,
-                    project: str | None = None) -> IndexResult:
+                    project: str | None = None, roots: Sequence[Path] | None = None) -> IndexResult:
         """Validate, then index in a background thread; returns at once (status 'running')."""
-        job, run = self._begin(repository, ref, project)
+        job, run = self._begin(repository, ref, project, roots)
 
         def work() -> None:
             try:
