@@ -50,6 +50,18 @@ async def slow(seconds: float = 1.0) -> str:
     return f"slept {seconds}"
 
 
+@mcpkit.prompt
+async def ask_first(ctx: mcpkit.Context) -> str:
+    """A prompt that asks the client for input before answering."""
+    answer = await ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+    return f"Hello {answer.get('content', {}).get('name')}"
+
+
+@mcpkit.hookimpl
+def mcpkit_prompts(config: dict) -> list:
+    return [ask_first]
+
+
 @mcpkit.hookimpl
 def mcpkit_tools(config: dict) -> list:
     return [stuck, quick, big, echo, slow]

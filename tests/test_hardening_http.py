@@ -151,3 +151,16 @@ def test_search_api_is_not_found_when_unused_and_messages_unknown_session() -> N
         assert status == 404 and json.loads(body)["error"]["code"] == "NOT_FOUND"
         status, _, body = srv.call("POST", "/healthz", {})
         assert status == 405 and json.loads(body)["error"]["code"] == "METHOD_NOT_ALLOWED"
+
+
+def test_dropping_a_get_stream_before_its_first_event_logs_nothing_alarming() -> None:
+    with HttpServer("--plugin", "hello") as srv:
+        sid = srv.initialize()
+        for _ in range(5):
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as sock:
+                sock.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nMcp-Session-Id: {sid}\r\n"
+                             "MCP-Protocol-Version: 2025-11-25\r\n\r\n".encode())
+                assert sock.recv(64).startswith(b"HTTP/1.1 200")
+        time.sleep(0.3)
+        assert srv.call("GET", "/healthz")[0] == 200
+        assert b"Traceback" not in srv.stderr and b"ERROR" not in srv.stderr

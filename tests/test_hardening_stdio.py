@@ -124,3 +124,12 @@ def test_stdin_from_a_regular_file(tmp_path: Path) -> None:
     replies = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [r["id"] for r in replies] == [0, 1] and "file" in replies[1]["result"]["content"][0]["text"]
     assert b"Traceback" not in proc.stderr and b"Error" not in proc.stderr
+
+
+def test_a_request_waiting_on_a_client_that_never_answers_times_out(hostile: dict[str, str]) -> None:
+    with Server("--plugin", "hostile", env={**hostile, "MCPKIT_DEFAULT_TIMEOUT": "0.5"}) as srv:
+        srv.initialize(capabilities={"elicitation": {}})
+        reply = srv.request("prompts/get", {"name": "ask_first"})
+        assert any(m.get("method") == "elicitation/create" for m in srv.seen)  # asked, never answered
+        assert reply["error"]["code"] == -32001 and "timed out after 0.5 s" in reply["error"]["message"]
+        _alive(srv)

@@ -13,8 +13,10 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-#: implementation-defined server error: too many requests in flight on one connection
+#: implementation-defined server errors: too many requests in flight on one connection; a
+#: request (other than a tool call, which answers isError) ran past its deadline
 SERVER_BUSY = -32000
+REQUEST_TIMEOUT = -32001
 # MCP-defined codes (2026-07-28 numbering)
 HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021

@@ -59,8 +59,9 @@ class Dispatcher:
         """Answer one request. Errors become JSON-RPC errors; nothing internal leaks out.
 
         The request runs in one cancel scope, registered in ``in_flight`` so the client can
-        cancel it; a cancelled request answers None (no response is sent). A tools/call's scope
-        carries the tool's deadline from the start: a timeout is that scope expiring.
+        cancel it; a cancelled request answers None (no response is sent). The scope carries
+        the request's deadline from the start (the tool's timeout, else ``default_timeout``):
+        a tool that runs out answers an isError result, anything else -32001.
         """
         try:
             work, deadline = self._plan(req, peer)
@@ -72,6 +73,9 @@ class Dispatcher:
                 finally:
                     if in_flight is not None:
                         in_flight.scopes.pop(req.id, None)
+            if trio.current_time() >= deadline:  # not a cancel from the client or a shutdown
+                timeout = self.app.settings.default_timeout
+                return jsonrpc.encode_error(req.id, ProtocolError(jsonrpc.REQUEST_TIMEOUT, f"Request timed out after {timeout:g} s"))
             return None
         except ProtocolError as exc:
             return jsonrpc.encode_error(req.id, exc)
@@ -93,7 +97,9 @@ class Dispatcher:
         handler = self.handlers.get(req.method)
         if handler is None or (req.method in _STATELESS_METHODS and not req.features.stateless):
             raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
-        return handler(req, peer), math.inf
+        if req.method == "subscriptions/listen":
+            return handler(req, peer), math.inf  # held open until the client or a shutdown ends it
+        return handler(req, peer), trio.current_time() + self.app.settings.default_timeout
 
     def _timeout(self, tool: ToolDef) -> float:
         return tool.timeout or self.app.settings.default_timeout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -329,6 +330,7 @@ class Streamable:
             stream.done = True
         box = stream.attach(after)
         session.active += 1
+        first: Any = None
         try:
             await sse_start(send, [])
             async with trio.open_nursery() as nursery:
@@ -342,8 +344,9 @@ class Streamable:
                 if first is not None:
                     await self._pump(send, box, stream, first, True)  # ends the response
                 nursery.cancel_scope.cancel()
-            if first is None:
-                await sse_end(send)
+            if first is None:  # nothing was written (the pump ends its own responses)
+                with contextlib.suppress(OSError):
+                    await sse_end(send)
         finally:
             session.active -= 1
             session.touch()
