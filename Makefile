@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.mcpkit-installed
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
 EDITABLES   := -e '.[test]' $(foreach p,$(PLUGIN_DIRS),-e $(p)) -e examples/hello-plugin
 
-.PHONY: install serve test conformance conformance-client bench clean
+.PHONY: install serve test conformance conformance-client bench fuzz clean
 
 install: $(STAMP)
 
@@ -42,6 +42,13 @@ conformance-client: install
 
 bench: install
 	$(PY) bench/bench_stdio.py
+
+# The fuzz and abuse campaign against real servers, 3 minutes per transport (a short run is in
+# `make test`). FUZZ_SECONDS and FUZZ_SEED change it; the report goes to .fuzz-report.json too.
+FUZZ_SECONDS ?= 180
+FUZZ_SEED ?= 1
+fuzz: install $(CONF_SITE)/.stamp
+	$(PY) fuzz/campaign.py --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --out .fuzz-report.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache
