@@ -54,6 +54,25 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     #: seconds in-flight work may finish after SIGTERM before it is cancelled
     shutdown_grace_s: float = 5.0
     workers: int = 1
+    #: "mcpkit" (our own HTTP/1.1 server) or "hypercorn" (HTTP/2 too)
+    http_server: Literal["mcpkit", "hypercorn"] = "mcpkit"
+    #: serve HTTPS with this certificate chain (PEM) and key
+    certfile: str | None = None
+    keyfile: str | None = None
+    #: a request head must be complete this many seconds after it (or the connection) began
+    header_timeout_s: float = 10.0
+    #: longest pause inside a request body
+    body_timeout_s: float = 30.0
+    #: idle keep-alive connections are closed after this many seconds
+    keepalive_timeout_s: float = 75.0
+    #: a client that takes no byte of a response for this long is disconnected
+    send_timeout_s: float = 30.0
+    #: open connections at most; more are answered 503 and closed
+    max_connections: int = 2048
+    max_url_bytes: int = 8192
+    #: request line and header fields together (431 past it)
+    max_header_bytes: int = 32768
+    max_headers: int = 100
     #: tool behind POST /mcp/search (the REST search endpoint)
     search_tool: str = "search_code"
 

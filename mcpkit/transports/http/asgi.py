@@ -28,6 +28,8 @@ from .wire import BodyTooLarge, Disconnected, error_body, rest_error
 
 #: The JSON-RPC endpoints; every other path answers errors as ``{"error": {"code", "message"}}``.
 _MCP_PATHS = frozenset({"/mcp", "/mcp/", "/sse", "/messages"})
+REASONS_TEXT = {400: "Bad Request", 408: "Request Timeout", 414: "URI Too Long", 431: "Request Header Fields Too Large",
+                505: "HTTP Version Not Supported"}
 access_log = logging.getLogger("mcpkit.http.access")
 log = logging.getLogger("mcpkit.http")
 
@@ -134,6 +136,15 @@ class HttpApp:
         if path in _MCP_PATHS:
             return error_body(jsonrpc.INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes (max_message_bytes)")
         return rest_error("PAYLOAD_TOO_LARGE", f"the request body must be at most {limit} bytes")
+
+    def refusal_body(self, path: str | None, status: int, code: str, message: str) -> bytes:
+        """The body of a request the HTTP layer refused (malformed, too large, too slow), in
+        the error shape of its route (JSON-RPC on the MCP endpoints)."""
+        if status == 413:
+            return self.too_large_body(path or "/mcp")
+        if path is None or path in _MCP_PATHS:
+            return error_body(jsonrpc.INVALID_REQUEST, f"{REASONS_TEXT.get(status, 'Bad Request')}: {message}")
+        return rest_error(code, message)
 
     async def _route(self, ex: Exchange, h: dict[str, str], origin: str | None) -> None:
         method, path = ex.method, ex.path
