@@ -54,6 +54,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     #: seconds in-flight work may finish after SIGTERM before it is cancelled
     shutdown_grace_s: float = 5.0
     workers: int = 1
+    #: one line per HTTP request on stderr (client, method, path, status, duration, request id)
+    access_log: bool = True
     #: "mcpkit" (our own HTTP/1.1 server) or "hypercorn" (HTTP/2 too)
     http_server: Literal["mcpkit", "hypercorn"] = "mcpkit"
     #: serve HTTPS with this certificate chain (PEM) and key

@@ -23,6 +23,7 @@ from .legacy_sse import LegacySse
 from .security import Guard
 from .sessions import SessionManager
 from .streamable import Streamable
+from .accesslog import AccessLog
 from .exchange import AsgiExchange, Exchange, Receive, Scope, Send
 from .wire import BodyTooLarge, Disconnected, error_body, rest_error
 
@@ -30,7 +31,6 @@ from .wire import BodyTooLarge, Disconnected, error_body, rest_error
 _MCP_PATHS = frozenset({"/mcp", "/mcp/", "/sse", "/messages"})
 REASONS_TEXT = {400: "Bad Request", 408: "Request Timeout", 414: "URI Too Long", 431: "Request Header Fields Too Large",
                 505: "HTTP Version Not Supported"}
-access_log = logging.getLogger("mcpkit.http.access")
 log = logging.getLogger("mcpkit.http")
 
 
@@ -47,6 +47,7 @@ class HttpApp:
         self.legacy = LegacySse(app)
         self.routes = _plain_routes(app)
         self.started = trio.Event()
+        self.access = AccessLog(s.access_log)
 
     async def shutdown(self) -> None:
         """Start draining: standalone streams and subscriptions end cleanly at once; requests
@@ -99,8 +100,8 @@ class HttpApp:
 
     async def serve(self, ex: Exchange) -> None:
         """Answer one request: checks every route shares, then the route."""
-        logging_on = access_log.isEnabledFor(logging.INFO)
-        started = time.perf_counter() if logging_on else 0.0
+        access = self.access
+        started = time.perf_counter() if access.enabled else 0.0
         h = ex.headers
         rid = h.get("x-request-id") or next_request_id()
         ex.request_id = rid
@@ -125,10 +126,8 @@ class HttpApp:
                 except OSError:
                     pass
         finally:
-            if logging_on:
-                client = ex.client or ("-", 0)
-                access_log.info('%s "%s %s" %s %.1fms request_id=%s', client[0], ex.method, ex.path, ex.status or "-",
-                                (time.perf_counter() - started) * 1000, rid)
+            if access.enabled:
+                access.write((ex.client or ("-", 0))[0], ex.method, ex.path, ex.status, started, rid)
 
     def too_large_body(self, path: str) -> bytes:
         """The 413 body, in the error shape of the route."""

@@ -7,7 +7,10 @@ hypercorn or any ASGI server :class:`AsgiExchange` adapts the ASGI messages. The
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Awaitable, Callable
+
+import trio
 
 from .wire import BodyTooLarge, Disconnected, Headers
 
@@ -64,6 +67,11 @@ class Exchange:
     async def wait_disconnect(self) -> None:
         """Return when the client has gone away (for cancelling work it no longer waits for)."""
         raise NotImplementedError
+
+    def cancel_on_disconnect(self) -> "contextlib.AbstractAsyncContextManager[trio.CancelScope]":
+        """``async with ex.cancel_on_disconnect() as scope:`` — the body is cancelled when the
+        client goes away (a closed stream is how stateless clients cancel)."""
+        return _WatchedScope(self)
 
     async def forward(self, app: AsgiApp) -> None:
         """Let an ASGI application (the plain routes) answer this request."""
@@ -137,6 +145,30 @@ class AsgiExchange(Exchange):
 
         self.scope["mcpkit.request_id"] = self.request_id
         await app(self.scope, self._receive, send)
+
+
+class _WatchedScope:
+    """A nursery whose scope a watcher task cancels when the client goes away (the general
+    way; mcpkit's own server does it without a task)."""
+
+    def __init__(self, ex: Exchange) -> None:
+        self._ex = ex
+        self._cm = trio.open_nursery()
+        self._nursery: trio.Nursery | None = None
+
+    async def __aenter__(self) -> trio.CancelScope:
+        self._nursery = nursery = await self._cm.__aenter__()
+        nursery.start_soon(self._watch, nursery.cancel_scope)
+        return nursery.cancel_scope
+
+    async def _watch(self, scope: trio.CancelScope) -> None:
+        await self._ex.wait_disconnect()
+        scope.cancel()
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()  # the body is done: stop watching
+        return await self._cm.__aexit__(*exc)
 
 
 def header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:

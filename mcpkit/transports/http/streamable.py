@@ -17,7 +17,6 @@ from ...protocol.jsonrpc import Invalid, Message, ProtocolError
 from ...protocol.types import META_PROTOCOL_VERSION
 from ...protocol.versions import HANDSHAKE_VERSIONS, STATELESS_VERSIONS
 from ...server.app import App
-from ...server.context import InFlight
 from ...server.dispatch import Dispatcher
 from ...server.errors import busy
 from .outbox import Outbox
@@ -154,14 +153,19 @@ class Streamable:
         SSE); a closed stream cancels it."""
         sse = sse or self.settings.response_mode == "sse" or req.method == "subscriptions/listen"
         peer = _DirectPeer(ex, sse and self.settings.response_mode != "json" or req.method == "subscriptions/listen")
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_cancel_on_disconnect, ex, nursery.cancel_scope)
-            if req.method == "subscriptions/listen":
+        if req.method == "subscriptions/listen":
+            async with trio.open_nursery() as nursery:
                 nursery.start_soon(peer.heartbeat, self.settings.sse_heartbeat_s)
-            data = await self.dispatcher.handle(req, peer, InFlight())
+                await self._run_stateless(req, ex, peer)
+                nursery.cancel_scope.cancel()
+        else:
+            await self._run_stateless(req, ex, peer)
+
+    async def _run_stateless(self, req: RequestReceived, ex: Exchange, peer: "_DirectPeer") -> None:
+        async with ex.cancel_on_disconnect():
+            data = await self.dispatcher.handle(req, peer)
             if data is not None:
                 await peer.finish(data)
-            nursery.cancel_scope.cancel()
 
     async def post_initialize(self, ex: Exchange, body: bytes) -> None:
         try:
@@ -334,8 +338,7 @@ class Streamable:
         first: Any = None
         try:
             await ex.start_stream()
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_cancel_on_disconnect, ex, nursery.cancel_scope)
+            async with ex.cancel_on_disconnect(), trio.open_nursery() as nursery:
                 if key == "0":
                     nursery.start_soon(self._end_at_shutdown, box)
                 try:
@@ -369,11 +372,6 @@ class Streamable:
                     notice = session.conn.change_notice(event, arg)
                     if notice is not None:
                         session.standalone.emit(notice)
-
-
-async def _cancel_on_disconnect(ex: Exchange, scope: trio.CancelScope) -> None:
-    await ex.wait_disconnect()
-    scope.cancel()
 
 
 class _DirectPeer:

@@ -48,6 +48,9 @@ class Connection:
         self.scope = trio.CancelScope()
         self.must_close = False
         self.timed_out = False
+        #: cancelled if the client goes away while they run (see DirectExchange.cancel_on_disconnect)
+        self.watchers: list[trio.CancelScope] = []
+        self.eof: trio.Event | None = None  # made when someone waits for the client to leave
         self._eof = False
 
     async def run(self) -> None:
@@ -106,20 +109,21 @@ class Connection:
             raise BrokenPipeError("the client stopped reading") from None
 
     async def wait_disconnect(self) -> None:
-        """Return when the client closes the connection. What it sends meanwhile (pipelined
-        requests) is parsed and queued; past the pipelining cap reading stops."""
-        h1 = self.h1
-        while not self._eof:
-            if len(h1.ready) >= self.server.max_pipelined or h1.error is not None or h1.closed_to_new:
-                await trio.sleep_forever()
-            try:
-                data = await self.io.recv()
-            except OSError:
-                data = b""
-            if not data:
-                self._eof = True
-                return
-            h1.feed(data)
+        """Return when the client has closed the connection (noticed by the sweeper)."""
+        if self._eof:
+            return
+        if self.eof is None:
+            self.eof = trio.Event()
+        await self.eof.wait()
+
+    def client_gone(self) -> None:
+        """The client closed the connection while a request was being answered: cancel the
+        work registered for it, wake whoever waits for it."""
+        self._eof = True
+        if self.eof is not None:
+            self.eof.set()
+        for scope in self.watchers:
+            scope.cancel()
 
     async def _refuse(self, status: int, message: str) -> None:
         """Answer a request the server will not serve, then close lingering."""
@@ -135,10 +139,16 @@ class Connection:
                     break
                 drained += len(data)
 
-    def cancel_if_overdue(self, now: float) -> None:
-        """Called by the sweeper: end a connection whose phase has lasted too long."""
+    def sweep(self, now: float) -> None:
+        """Called by the sweeper twice a second: end a connection whose phase has lasted too
+        long; notice a client that left while its request is answered (a non-blocking peek
+        sees the end of input), so a long request is not left running for nobody."""
         server = self.server
         phase = self.phase
+        if phase == Phase.BUSY:
+            if (self.watchers or self.eof is not None) and not self._eof and self.io.peer_closed():
+                self.client_gone()
+            return
         if phase == Phase.IDLE:
             limit = 0.0 if server.draining else server.keepalive_timeout
         elif phase == Phase.HEAD:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from ..exchange import SSE_HEADERS, AsgiApp, Exchange
 from ..wire import BodyTooLarge, Headers
 from .h1 import LAST_CHUNK, Request, chunk, response_head
@@ -72,6 +74,9 @@ class DirectExchange(Exchange):
     async def wait_disconnect(self) -> None:
         await self._conn.wait_disconnect()
 
+    def cancel_on_disconnect(self) -> "_EofScope":
+        return _EofScope(self._conn)
+
     async def forward(self, app: AsgiApp) -> None:
         """Run an ASGI application on this request: the body in one message, then
         http.disconnect when the client goes away; the response framed from its messages."""
@@ -121,3 +126,23 @@ class DirectExchange(Exchange):
                 await self.end_stream()
 
         await app(scope, receive, send)
+
+
+class _EofScope:
+    """A cancel scope the connection cancels when the client leaves; no task watches for it:
+    the server's sweeper notices (within half a second)."""
+
+    __slots__ = ("_conn", "_scope")
+
+    def __init__(self, conn: "Connection") -> None:
+        self._conn = conn
+        self._scope = trio.CancelScope()
+
+    async def __aenter__(self) -> trio.CancelScope:
+        self._scope.__enter__()
+        self._conn.watchers.append(self._scope)
+        return self._scope
+
+    async def __aexit__(self, *exc: Any) -> bool:
+        self._conn.watchers.remove(self._scope)
+        return self._scope.__exit__(*exc)

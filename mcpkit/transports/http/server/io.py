@@ -34,6 +34,9 @@ class Io(Protocol):
 
     def shutdown_write(self) -> None: ...
 
+    def peer_closed(self) -> bool:
+        """Without reading anything: has the peer closed (or reset) the connection?"""
+
     async def aclose(self) -> None: ...
 
 
@@ -95,6 +98,9 @@ class SocketIo:
         except OSError:
             pass
 
+    def peer_closed(self) -> bool:
+        return _peek_closed(self.sock)
+
     async def aclose(self) -> None:
         trio.lowlevel.notify_closing(self.sock)
         self.sock.close()
@@ -103,9 +109,13 @@ class SocketIo:
 class StreamIo:
     """Any trio stream; used for TLS (trio.SSLStream over the socket)."""
 
-    def __init__(self, stream: trio.abc.Stream, peer: tuple[str, int] | None, local: tuple[str, int] | None) -> None:
+    def __init__(self, stream: trio.abc.Stream, sock: socket.socket) -> None:
         self.stream = stream
-        self.peer, self.local = peer, local
+        self.sock = sock  # the TCP socket under the stream, to notice the peer leaving
+        try:
+            self.peer, self.local = sock.getpeername()[:2], sock.getsockname()[:2]
+        except OSError:
+            self.peer = self.local = None
         self._send_lock = trio.StrictFIFOLock()
 
     async def start(self) -> None:
@@ -132,6 +142,9 @@ class StreamIo:
     def shutdown_write(self) -> None:
         pass  # TLS has no half-close worth the round trip here; the close follows
 
+    def peer_closed(self) -> bool:
+        return _peek_closed(self.sock)
+
     async def aclose(self) -> None:
         with trio.move_on_after(1) as scope:
             scope.shield = True
@@ -139,3 +152,12 @@ class StreamIo:
                 await self.stream.aclose()
             except (trio.BrokenResourceError, OSError):
                 pass
+
+
+def _peek_closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True

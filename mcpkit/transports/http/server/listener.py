@@ -119,10 +119,9 @@ class HttpServer:
     def _io(self, client: socket.socket) -> Any:
         if self.ssl_context is None:
             return SocketIo(client)
-        io = SocketIo(client)  # for the addresses
         stream = trio.SSLStream(trio.SocketStream(trio.socket.from_stdlib_socket(client)), self.ssl_context,
                                 server_side=True, https_compatible=True)
-        return StreamIo(stream, io.peer, io.local)
+        return StreamIo(stream, client)
 
     async def _run(self, conn: Connection) -> None:
         try:
@@ -136,7 +135,7 @@ class HttpServer:
             await trio.sleep(SWEEP_S)
             self.now = now = trio.current_time()
             for conn in list(self.connections):
-                conn.cancel_if_overdue(now)
+                conn.sweep(now)
 
 
 def _refuse_busy(client: socket.socket) -> None:
