@@ -18,6 +18,9 @@ from .hostile_plugin import plugin_env
 from .http_helpers import ACCEPT, INIT, HttpServer, modern_headers
 
 
+pytestmark = pytest.mark.usefixtures("http_server_kind")
+
+
 @pytest.fixture
 def hostile(tmp_path: Path) -> dict[str, str]:
     return plugin_env(tmp_path / "site")

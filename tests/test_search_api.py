@@ -15,8 +15,11 @@ from .http_helpers import HttpServer
 pytest.importorskip("mcpkit_codesearch")
 
 
+pytestmark = pytest.mark.usefixtures("http_server_kind")
+
+
 @pytest.fixture(scope="module")
-def srv(tmp_path_factory):
+def srv(tmp_path_factory, http_server_kind):
     root = tmp_path_factory.mktemp("search")
     repo = root / "repo"
     repo.mkdir()
