@@ -50,6 +50,17 @@ async def slow(seconds: float = 1.0) -> str:
     return f"slept {seconds}"
 
 
+@mcpkit.tool
+async def watched(marker: str, seconds: float = 30.0) -> str:
+    """Sleep; if cancelled first, say so in the file ``marker``."""
+    try:
+        await trio.sleep(seconds)
+    except trio.Cancelled:
+        Path(marker).write_text("cancelled")
+        raise
+    return "finished"
+
+
 @mcpkit.prompt
 async def ask_first(ctx: mcpkit.Context) -> str:
     """A prompt that asks the client for input before answering."""
@@ -64,7 +75,7 @@ def mcpkit_prompts(config: dict) -> list:
 
 @mcpkit.hookimpl
 def mcpkit_tools(config: dict) -> list:
-    return [stuck, quick, big, echo, slow]
+    return [stuck, quick, big, echo, slow, watched]
 
 
 def plugin_env(folder: Path) -> dict[str, str]:

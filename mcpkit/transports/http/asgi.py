@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import secrets
 import time
 from typing import Any, AsyncIterator
@@ -215,6 +216,7 @@ def _plain_routes(app: App) -> Any:
         return {
             "status": "ok",
             "version": __version__,
+            "pid": os.getpid(),
             "plugins": [p.name for p in app.plugins if p.loaded],
             "tools": len(app.registry.tools),
         }

@@ -38,7 +38,8 @@ class DirectExchange(Exchange):
         return body
 
     def _close_after(self) -> bool:
-        return self._conn.must_close or not self._req.keep_alive or self._req.upgrade
+        conn = self._conn
+        return conn.must_close or not self._req.keep_alive or self._req.upgrade or conn.server.draining
 
     async def respond(self, status: int, body: bytes = b"", headers: Headers | None = None,
                       content_type: bytes | None = b"application/json") -> None:

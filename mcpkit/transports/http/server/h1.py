@@ -89,6 +89,7 @@ class H1Connection:
         self._in_headers = False
         self._header_bytes = 0
         self._header_count = 0
+        self._head_size = 0  # request target and header fields of the request being parsed
         self._started = False  # bytes of a request not yet complete have arrived
 
     # -- what the I/O loop asks -------------------------------------------------------------
@@ -133,11 +134,13 @@ class H1Connection:
         self._in_headers = True
         self._started = True
         self._header_count = 0
+        self._head_size = 0
 
     def on_url(self, url: bytes) -> None:
         req = self._current
         assert req is not None
         req.raw_path += url
+        self._head_size += len(url)
         if len(req.raw_path) > self.limits.max_url_bytes:
             self._refuse(414, f"the request target is longer than {self.limits.max_url_bytes} bytes")
             raise _Refuse
@@ -148,6 +151,10 @@ class H1Connection:
         self._header_count += 1
         if self._header_count > self.limits.max_headers:
             self._refuse(431, f"more than {self.limits.max_headers} header fields")
+            raise _Refuse
+        self._head_size += len(name) + len(value) + 4
+        if self._head_size > self.limits.max_header_bytes:
+            self._refuse(431, f"the request head is larger than {self.limits.max_header_bytes} bytes")
             raise _Refuse
         name = name.lower()
         req.raw_headers.append((name, value))
