@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.mcpkit-installed
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
 EDITABLES   := -e '.[test]' $(foreach p,$(PLUGIN_DIRS),-e $(p)) -e examples/hello-plugin
 
-.PHONY: install serve test conformance conformance-client bench fuzz clean
+.PHONY: install serve test conformance conformance-client bench bench-http fuzz clean
 
 install: $(STAMP)
 
@@ -42,6 +42,12 @@ conformance-client: install
 
 bench: install
 	$(PY) bench/bench_stdio.py
+
+# HTTP: mcpkit (own server, and on hypercorn) against the official SDK, with wrk (installed
+# from Debian's packages when missing; that needs root).
+bench-http: install
+	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
+	$(PY) bench/bench_http.py
 
 # The fuzz and abuse campaign against real servers, 3 minutes per transport (a short run is in
 # `make test`). FUZZ_SECONDS and FUZZ_SEED change it; the report goes to .fuzz-report.json too.
