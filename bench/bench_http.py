@@ -12,7 +12,7 @@ Two eras: 2026-07-28 stateless requests (mcpkit and sdk-stateless) and the hands
 session (mcpkit and sdk-stateful). wrk drives keep-alive connections (1, 8, 64); figures are
 medians over the rounds: requests/s, server CPU per request (from /proc), p50 and p99 latency.
 Then 1,000 idle SSE streams per server, and the server's RSS growth for holding them.
-A chart (bench/http-chart.svg) shows requests/s and CPU per request per server and era.
+A chart (docs/benchmarks-http.svg) shows requests/s and CPU per request per server and era.
 """
 
 from __future__ import annotations
@@ -171,6 +171,7 @@ def main() -> None:
     ap.add_argument("--conns", default="1,8,64")
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--json", type=Path, help="write every figure here")
+    ap.add_argument("--chart", type=Path, default=HERE.parent / "docs" / "benchmarks-http.svg", help="the SVG chart")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("bench_http needs wrk (Debian package wrk; `make bench-http` installs it)")
@@ -210,11 +211,11 @@ def report(results: dict[tuple[str, str, int], list[dict[str, float]]], streams:
                 print(f"| {k} | {n} | {m['rps']:,.0f} | {m['rps'] / r['rps']:.2f} | {m['cpu_us']:.0f} | "
                       f"{m['cpu_us'] / r['cpu_us']:.2f} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} |")
     print(f"\n{args.streams} idle SSE streams, RSS growth: " + ", ".join(f"{k} {v:.1f} MiB" for k, v in streams.items()))
-    chart = HERE / "http-chart.svg"
+    chart = args.chart
     groups = [(f"{'stateless' if era == 'stateless' else 'session'} c={n}", [(k, med[(era, k, n)]) for k in ks])
               for era, ks in SERVERS.items() for n in conns]
     chart.write_text(bar_chart(groups))
-    print(f"chart: {chart.relative_to(HERE.parent)}")
+    print(f"chart: {chart}")
     if args.json:
         args.json.write_text(json.dumps({"runs": {f"{e}|{k}|{n}": v for (e, k, n), v in results.items()}, "streams": streams}, indent=1))
 
