@@ -172,7 +172,15 @@ def main() -> None:
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--json", type=Path, help="write every figure here")
     ap.add_argument("--chart", type=Path, default=HERE.parent / "docs" / "benchmarks-http.svg", help="the SVG chart")
+    ap.add_argument("--replot", type=Path, metavar="JSON", help="report and chart again from a --json file, running nothing")
     args = ap.parse_args()
+    if args.replot:
+        saved = json.loads(args.replot.read_text())
+        runs = {tuple(k.split("|")[:2]) + (int(k.split("|")[2]),): v for k, v in saved["runs"].items()}
+        conns = sorted({n for _, _, n in runs})
+        report(runs, saved["streams"], conns, argparse.Namespace(**{**vars(args), "json": None, "streams": saved.get("count", 1000),
+                                                                    "rounds": len(next(iter(runs.values())))}))
+        return
     if shutil.which("wrk") is None:
         sys.exit("bench_http needs wrk (Debian package wrk; `make bench-http` installs it)")
     conns = [int(c) for c in args.conns.split(",")]
@@ -217,7 +225,8 @@ def report(results: dict[tuple[str, str, int], list[dict[str, float]]], streams:
     chart.write_text(bar_chart(groups))
     print(f"chart: {chart}")
     if args.json:
-        args.json.write_text(json.dumps({"runs": {f"{e}|{k}|{n}": v for (e, k, n), v in results.items()}, "streams": streams}, indent=1))
+        args.json.write_text(json.dumps({"runs": {f"{e}|{k}|{n}": v for (e, k, n), v in results.items()}, "streams": streams,
+                                         "count": args.streams, "seconds": args.seconds}, indent=1))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ PANELS = (("rps", "requests per second (higher is better)"), ("cpu_us", "server 
 
 def bar_chart(groups: list[tuple[str, list[tuple[str, dict[str, float]]]]]) -> str:
     """``groups``: [(label, [(server, {"rps": ..., "cpu_us": ...}), ...]), ...]."""
-    bar, gap, left, panel_h, top = 16, 18, 60, 220, 40
+    bar, gap, left, panel_h, top = 22, 34, 60, 220, 40
     width = left + len(groups) * (max(len(g[1]) for g in groups) * bar + gap) + 20
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + 2 * (panel_h + 70) + 30}" '
            f'font-family="sans-serif" font-size="11">', '<rect width="100%" height="100%" fill="white"/>']
