@@ -168,10 +168,10 @@ def test_connection_cap() -> None:
 
 def test_a_client_that_hangs_up_cancels_its_long_tool_call(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
-    env = {**plugin_env(tmp_path / "site"), "MCPKIT_HTTP_SERVER": "mcpkit"}
+    env = {**plugin_env(tmp_path / "site"), "MCPKIT_HTTP_SERVER": "mcpkit", "MCPKIT_TEST_MARKERS": str(tmp_path)}
     with HttpServer("--plugin", "hostile", env=env) as server:
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "watched", "arguments": {"marker": str(marker)}, "_meta": {
+            "name": "watched", "arguments": {"marker": "marker"}, "_meta": {
                 "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}).encode()
         with socket.create_connection(("127.0.0.1", server.port)) as sock:
             sock.sendall(post_mcp(body).replace(b"Mcp-Name: greet", b"Mcp-Name: watched"))
@@ -240,3 +240,8 @@ def test_workers_share_one_port() -> None:
         os.kill(next(iter(pids)), signal.SIGKILL)  # a worker dies: another takes its place
         assert wait_until(lambda: len({json.loads(server.call("GET", "/healthz")[2])["pid"] for _ in range(20)} - pids) >= 1, timeout=10)
         assert server.stop() == 0
+
+
+def test_pipelining_is_capped(srv: HttpServer) -> None:
+    ex = talk(srv.port, get() * 150, timeout=10)
+    assert [a.status for a in ex.answers] == [200] * 100 and ex.closed

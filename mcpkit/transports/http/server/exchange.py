@@ -39,7 +39,8 @@ class DirectExchange(Exchange):
 
     def _close_after(self) -> bool:
         conn = self._conn
-        return conn.must_close or not self._req.keep_alive or self._req.upgrade or conn.server.draining
+        return (conn.must_close or not self._req.keep_alive or self._req.upgrade or conn.server.draining
+                or (conn.h1.closed_to_new and not conn.h1.ready))
 
     async def respond(self, status: int, body: bytes = b"", headers: Headers | None = None,
                       content_type: bytes | None = b"application/json") -> None:

@@ -42,6 +42,9 @@ class Limits:
     max_header_bytes: int = 32 * 1024  # request line and header fields together
     max_headers: int = 100
     max_body_bytes: int = 4 * 1024 * 1024
+    #: pipelined requests waiting for their answers; past it the rest of the burst is dropped
+    #: and the connection closes after answering these
+    max_pipelined: int = 100
 
 
 class Request:
@@ -206,6 +209,9 @@ class H1Connection:
         self._started = False
         self.continue_wanted = False
         self.ready.append(req)
+        if len(self.ready) >= self.limits.max_pipelined:
+            self.closed_to_new = True  # answer these, then close: no unbounded queue
+            raise _Refuse
 
 
 # -- responses --------------------------------------------------------------------------------------

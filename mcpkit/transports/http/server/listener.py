@@ -63,7 +63,6 @@ class HttpServer:
         self.keepalive_timeout = settings.keepalive_timeout_s
         self.send_timeout = settings.send_timeout_s
         self.max_connections = settings.max_connections
-        self.max_pipelined = 32
         self.ssl_context = ssl_context
         self.connections: set[Connection] = set()
         self.draining = False
