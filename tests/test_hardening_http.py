@@ -167,3 +167,24 @@ def test_dropping_a_get_stream_before_its_first_event_logs_nothing_alarming() ->
         time.sleep(0.3)
         assert srv.call("GET", "/healthz")[0] == 200
         assert b"Traceback" not in srv.stderr and b"ERROR" not in srv.stderr
+
+
+def test_a_session_replay_store_is_bounded_in_bytes(hostile: dict[str, str]) -> None:
+    with HttpServer("--plugin", "hostile", env=hostile) as srv:
+        sid = srv.initialize()
+        before = _rss_kib(srv.proc.pid)
+        for i in range(60):  # 60 answers of 1 MB each, all kept for replay before
+            status, _, reply = srv.rpc("tools/call", {"name": "big", "arguments": {"size": 1_000_000}}, session=sid, rid=i)
+            assert status == 200
+        assert _rss_kib(srv.proc.pid) - before < 24 * 1024
+
+
+def test_replay_store_keeps_the_newest_within_count_and_bytes() -> None:
+    from mcpkit.transports.http.sessions import ReplayStore
+
+    store = ReplayStore(max_events=3, max_bytes=10)
+    for seq, data in enumerate([b"aaaa", b"bbbb", b"cc", b"d"], 1):
+        store.append("1", seq, data)
+    assert [d for _, _, d in store] == [b"bbbb", b"cc", b"d"]  # 4+4+2+1 > 10: the oldest went
+    store.append("1", 5, b"x" * 50)  # bigger than the budget alone: kept, alone
+    assert [d for _, _, d in store] == [b"x" * 50]

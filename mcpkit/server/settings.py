@@ -40,8 +40,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     #: idle handshake-era sessions expire after this many seconds
     session_ttl_s: float = 1800.0
     max_sessions: int = 1000
-    #: SSE events kept per session for Last-Event-ID replay
+    #: SSE events kept per session for Last-Event-ID replay, at most this many and bytes
     event_store_size: int = 1000
+    event_store_bytes: int = 1024 * 1024
     #: keep-alive comment interval on long-lived SSE streams, seconds
     sse_heartbeat_s: float = 15.0
     #: bytes of messages one SSE stream may have waiting to be written; a client that lets

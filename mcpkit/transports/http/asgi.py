@@ -43,7 +43,8 @@ class HttpApp:
         self.strict = strict
         self.legacy_only = legacy_only
         self.guard = Guard(s.host, s.allow_origins, s.auth_token)
-        self.sessions = SessionManager(s.session_ttl_s, s.max_sessions, s.event_store_size, s.sse_backlog_bytes)
+        self.sessions = SessionManager(s.session_ttl_s, s.max_sessions, s.event_store_size, s.sse_backlog_bytes,
+                                       s.event_store_bytes)
         self.streamable = Streamable(app, self.sessions)
         self.legacy = LegacySse(app)
         self.routes = _plain_routes(app)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 import secrets
-from typing import Any
+from typing import Any, Iterator
 
 import trio
 
@@ -14,6 +14,31 @@ from .outbox import Outbox
 
 Frame = tuple[str | None, bytes]  # (event id, JSON-RPC message)
 CLOSE = "close"  # frame id telling the live reader to end its HTTP response (SSE polling)
+
+
+class ReplayStore:
+    """The session's recent SSE messages for ``Last-Event-ID`` replay, bounded by count and by
+    bytes (the newest message is always kept): a session that answers big results cannot pin
+    more than ``max_bytes`` of them."""
+
+    def __init__(self, max_events: int, max_bytes: int) -> None:
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self._events: collections.deque[tuple[str, int, bytes]] = collections.deque()
+        self._bytes = 0
+
+    def append(self, key: str, seq: int, data: bytes) -> None:
+        events = self._events
+        events.append((key, seq, data))
+        self._bytes += len(data)
+        while len(events) > 1 and (len(events) > self.max_events or self._bytes > self.max_bytes):
+            self._bytes -= len(events.popleft()[2])
+
+    def __iter__(self) -> Iterator[tuple[str, int, bytes]]:
+        return iter(self._events)
+
+    def __len__(self) -> int:
+        return len(self._events)
 
 
 class Stream:
@@ -34,7 +59,7 @@ class Stream:
     def emit(self, data: bytes, *, final: bool = False) -> None:
         self.seq += 1
         event_id = f"{self.key}-{self.seq}"
-        self.session.store.append((self.key, self.seq, data))
+        self.session.store.append(self.key, self.seq, data)
         if final:
             self.done = True
         if self.reader is not None and not self.reader.put((event_id, data), len(data)):
@@ -73,11 +98,12 @@ class Stream:
 
 
 class Session:
-    def __init__(self, conn: ServerConnection, store_size: int, backlog_bytes: int = 8 * 1024 * 1024) -> None:
+    def __init__(self, conn: ServerConnection, store_size: int, backlog_bytes: int = 8 * 1024 * 1024,
+                 store_bytes: int = 1024 * 1024) -> None:
         self.id = secrets.token_urlsafe(24)  # visible ASCII, unguessable
         self.conn = conn
         self.in_flight = InFlight()
-        self.store: collections.deque[tuple[str, int, bytes]] = collections.deque(maxlen=store_size)
+        self.store = ReplayStore(store_size, store_bytes)
         self.backlog_bytes = backlog_bytes
         self.streams: dict[str, Stream] = {}
         self.pending = PendingRequests()
@@ -115,10 +141,12 @@ class Session:
 
 
 class SessionManager:
-    def __init__(self, ttl_s: float, max_sessions: int, store_size: int, backlog_bytes: int = 8 * 1024 * 1024) -> None:
+    def __init__(self, ttl_s: float, max_sessions: int, store_size: int, backlog_bytes: int = 8 * 1024 * 1024,
+                 store_bytes: int = 1024 * 1024) -> None:
         self.ttl = ttl_s
         self.max = max_sessions
         self.store_size = store_size
+        self.store_bytes = store_bytes
         self.backlog_bytes = backlog_bytes
         self.sessions: dict[str, Session] = {}
 
@@ -135,7 +163,7 @@ class SessionManager:
             if not idle:
                 return None
             self.end(min(idle, key=lambda s: s.last_seen).id)
-        session = Session(conn, self.store_size, self.backlog_bytes)
+        session = Session(conn, self.store_size, self.backlog_bytes, self.store_bytes)
         self.sessions[session.id] = session
         return session
 
