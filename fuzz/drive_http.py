@@ -48,7 +48,8 @@ class Server:
         mark = self.log.stat().st_size if self.log.exists() else 0
         err = self.log.open("ab")
         self.proc = subprocess.Popen([str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", "0", *PLUGINS],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=self.env)
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=self.env,
+                                     cwd=self.log.parent)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             m = re.search(rb"serving MCP on http://127\.0\.0\.1:(\d+)/mcp", self.log.read_bytes()[mark:])

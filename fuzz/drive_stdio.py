@@ -24,7 +24,7 @@ class StdioTarget:
     def start(self) -> None:
         self.stderr = self.stderr_path.open("ab")
         self.proc = subprocess.Popen([str(BIN / "mcpkit"), "serve", *PLUGINS], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.stderr, env=self.env)
+                                     stdout=subprocess.PIPE, stderr=self.stderr, env=self.env, cwd=self.stderr_path.parent)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         threading.Thread(target=self._pump, args=(self.proc, self.lines), daemon=True).start()
 

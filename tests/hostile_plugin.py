@@ -52,11 +52,14 @@ async def slow(seconds: float = 1.0) -> str:
 
 @mcpkit.tool
 async def watched(marker: str, seconds: float = 30.0) -> str:
-    """Sleep; if cancelled first, say so in the file ``marker``."""
+    """Sleep; if cancelled first, say so in the file ``marker`` — a plain name, written in the
+    folder $MCPKIT_TEST_MARKERS only (fuzzed arguments must not write files anywhere)."""
+    folder = os.environ.get("MCPKIT_TEST_MARKERS")
     try:
         await trio.sleep(seconds)
     except trio.Cancelled:
-        Path(marker).write_text("cancelled")
+        if folder and marker.isidentifier():
+            (Path(folder) / marker).write_text("cancelled")
         raise
     return "finished"
 
