@@ -52,6 +52,9 @@ class RequestReceived:
     client_info: dict[str, Any]
     client_capabilities: dict[str, Any]
     log_level: LogLevel | None
+    #: who is asking, as the transport established it (a verified bearer identity, or the
+    #: session); None where nobody is identified (stdio, an open HTTP endpoint)
+    principal: Any = None
 
 
 @dataclass(slots=True)

@@ -125,6 +125,11 @@ class Context:
     def progress_token(self) -> Any:
         return self._progress_token
 
+    @property
+    def principal(self) -> Any:
+        """Who is asking, as the transport established it (None when nobody is identified)."""
+        return self._request.principal
+
     # -- progress and logs -------------------------------------------------------------------
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send ``notifications/progress`` if the client asked for progress on this request."""
