@@ -90,7 +90,13 @@ def _env_list(name: str) -> list[str]:
 @click.option("--port", type=int, default=None, help="HTTP port [default: 8000; 0 picks a free one].")
 @click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
               help="Extra allowed Origin (repeatable; * allows any). Loopback origins are always allowed.")
-@click.option("--auth-token", envvar="MCPKIT_AUTH_TOKEN", default=None, help="Require this bearer token on HTTP requests.")
+@click.option("--auth-token", envvar="MCPKIT_AUTH_TOKEN", default=None, help="Require this bearer token on HTTP requests (development).")
+@click.option("--auth", "auth_verifier", metavar="VERIFIER", default=None,
+              help="Authorize HTTP requests with OAuth access tokens: jwt, introspection, or a provider plugin's name "
+                   "(see docs/auth.md; the rest of [server.auth] comes from the config file or MCPKIT_AUTH__* variables).")
+@click.option("--auth-issuer", metavar="URL", default=None, help="The authorization server whose tokens are accepted.")
+@click.option("--auth-resource", metavar="URL", default=None,
+              help="This server's canonical URL, e.g. https://mcp.example.com/mcp (tokens must be issued for it).")
 @click.option("--workers", type=int, default=None, help="HTTP worker processes [default: 1].")
 @click.option("--server", "http_server", type=click.Choice(["mcpkit", "hypercorn"]), default=None,
               help="HTTP server: mcpkit's own HTTP/1.1 server, or hypercorn (HTTP/2) [default: mcpkit].")
@@ -98,7 +104,7 @@ def _env_list(name: str) -> list[str]:
 @click.option("--keyfile", type=click.Path(exists=True, dir_okay=False), default=None, help="The private key of --certfile (PEM).")
 @_selection
 def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
-          workers: int | None, http_server: str | None, certfile: str | None, keyfile: str | None,
+          auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, http_server: str | None, certfile: str | None, keyfile: str | None,
           only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
     """Serve the installed plugins' tools over MCP (stdio by default)."""
     given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("http_server", http_server),
@@ -106,7 +112,12 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
     overrides: dict[str, Any] = {k: v for k, v in given if v is not None}
     if allow_origins:
         overrides["allow_origins"] = list(allow_origins)
+    auth = {k: v for k, v in (("verifier", auth_verifier), ("issuer", auth_issuer), ("resource", auth_resource)) if v}
+    if auth:
+        overrides["auth"] = auth
     app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides)
+    if transport != "stdio":
+        _check_auth(app)
     if transport != "stdio" and app.settings.workers > 1:
         if app.settings.http_server == "hypercorn":
             from .transports.http.workers import run_workers
@@ -145,6 +156,19 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
         raise click.ClickException(f"cannot serve: {exc.strerror or exc}") from None
     except ImportError as exc:
         raise click.ClickException(f"the {transport} transport needs a package that is not installed: {exc.name}") from None
+
+
+def _check_auth(app: Any) -> None:
+    """Refuse to start on authorization settings that cannot work (before any worker starts)."""
+    from .transports.http.auth import ResourceServer
+
+    async def never(*args: Any) -> None:
+        return None
+
+    try:
+        ResourceServer.from_app(app, never)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main.command("plugins")

@@ -44,5 +44,15 @@ def mcpkit_lifespan(config: dict[str, Any]) -> Any:
 
 
 @hookspec
+def mcpkit_token_verifiers(config: dict[str, Any]) -> dict[str, Any]:
+    """Return token verifier factories by name: ``{"name": factory}``.
+
+    ``factory(auth)`` gets the ``[server.auth]`` settings (:class:`mcpkit.AuthSettings`) and
+    returns a :class:`mcpkit.TokenVerifier`; ``[server.auth] verifier = "name"`` selects it.
+    mcpkit's own ``jwt``, ``introspection`` and ``static`` verifiers come the same way.
+    """
+
+
+@hookspec
 def mcpkit_cli_commands() -> list[Any]:
     """Return click commands to add to the ``mcpkit`` command line."""

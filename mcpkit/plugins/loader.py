@@ -101,7 +101,28 @@ def build_app(loaded: Loaded, config: Config, settings: Settings, *, strict: boo
             _fail(info, f"setup failed: {type(exc).__name__}: {exc}", strict)
             continue
         _merge(registry, staged)
-    return App(registry=registry, settings=settings, plugins=loaded.infos)
+    return App(registry=registry, settings=settings, plugins=loaded.infos,
+               verifier_factories=_verifier_factories(loaded, config, strict))
+
+
+def _verifier_factories(loaded: Loaded, config: Config, strict: bool) -> dict[str, Any]:
+    """Token verifier factories the plugins offer (``mcpkit_token_verifiers``), by name."""
+    out: dict[str, Any] = {}
+    for info in loaded.infos:
+        if not info.loaded:
+            continue
+        try:
+            offered = call_for(loaded.manager, "mcpkit_token_verifiers", info.name, config) or {}
+            if not isinstance(offered, dict) or not all(isinstance(k, str) and callable(v) for k, v in offered.items()):
+                raise TypeError("mcpkit_token_verifiers must return {name: factory}")
+        except Exception as exc:
+            _fail(info, f"token verifiers failed: {type(exc).__name__}: {exc}", strict)
+            continue
+        for name, factory in offered.items():
+            if name in out:
+                raise PluginError(f"conflicting plugins: two offer the token verifier {name!r}")
+            out[name] = factory
+    return out
 
 
 def _merge(into: Registry, staged: Registry) -> None:

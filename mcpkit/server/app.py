@@ -29,6 +29,8 @@ class App:
     settings: Settings = field(default_factory=Settings)
     plugins: list[PluginInfo] = field(default_factory=list)
     hub: ChangeHub = field(default_factory=ChangeHub)
+    #: token verifier factories by name, from the plugins' ``mcpkit_token_verifiers`` hooks
+    verifier_factories: dict[str, Any] = field(default_factory=dict)
     _limiters: dict[Any, trio.CapacityLimiter] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

@@ -6,7 +6,7 @@ import base64
 import functools
 import logging
 import math
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 import msgspec
 import trio
@@ -29,6 +29,7 @@ from ..protocol.types import (
 )
 from ..protocol.versions import STATELESS_VERSIONS, Features
 from .app import App
+from .auth import check_scopes, may_use
 from .context import Context, InFlight, Peer
 from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolError
 from .tools import ToolDef
@@ -92,6 +93,7 @@ class Dispatcher:
             tool = self.app.registry.tools.get(params.name)
             if tool is None:
                 raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {params.name}")
+            check_scopes(req.principal, tool.scopes, f"tool {tool.name}")
             deadline = trio.current_time() + self._timeout(tool)
             return self.call_tool(req, peer, params, tool, deadline), deadline
         handler = self.handlers.get(req.method)
@@ -135,17 +137,17 @@ class Dispatcher:
     async def list_tools(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
         f = req.features
         describe = functools.partial(_describe_tool, f)
-        return self._page(req, list(self.app.registry.tools.values()), "tools", describe)
+        return self._page(req, _visible(req, self.app.registry.tools.values()), "tools", describe)
 
     async def list_resources(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
-        listed = [r for r in self.app.registry.resources if r.listed]
+        listed = [r for r in _visible(req, self.app.registry.resources) if r.listed]
         return self._page(req, listed, "resources", lambda r: r.describe(titles=req.features.titles))
 
     async def list_templates(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
-        return self._page(req, self.app.registry.templates, "resourceTemplates", lambda r: r.describe(titles=req.features.titles))
+        return self._page(req, _visible(req, self.app.registry.templates), "resourceTemplates", lambda r: r.describe(titles=req.features.titles))
 
     async def list_prompts(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
-        return self._page(req, list(self.app.registry.prompts.values()), "prompts", lambda p: p.describe(titles=req.features.titles))
+        return self._page(req, _visible(req, self.app.registry.prompts.values()), "prompts", lambda p: p.describe(titles=req.features.titles))
 
     # -- tools ---------------------------------------------------------------------------------
     async def call_tool(self, req: RequestReceived, peer: Peer, params: CallToolParams, tool: ToolDef,
@@ -219,6 +221,8 @@ class Dispatcher:
     async def read_resource(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
         params = jsonrpc.decode_params(req.params, ReadResourceParams)
         found = self.app.registry.find_resource(params.uri)
+        if found is not None:
+            check_scopes(req.principal, found[0].scopes, f"resource {params.uri}")
         try:
             if found is None:
                 raise ResourceNotFound(params.uri)
@@ -238,6 +242,7 @@ class Dispatcher:
         prompt = self.app.registry.prompts.get(params.name)
         if prompt is None:
             raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown prompt: {params.name}")
+        check_scopes(req.principal, prompt.scopes, f"prompt {prompt.name}")
         try:
             kwargs = prompt.parse_arguments(params.arguments)
         except ValueError as exc:
@@ -302,6 +307,11 @@ class Dispatcher:
         return {"_meta": dict(tag)}  # the server ended the subscription (shutdown)
 
 
+
+
+def _visible(req: RequestReceived, items: Iterable[Any]) -> list[Any]:
+    """The items the caller holds the scopes for (all of them where nobody is identified)."""
+    return [i for i in items if not i.scopes or may_use(req.principal, i.scopes)]
 
 
 def _error_result(message: str) -> dict[str, Any]:

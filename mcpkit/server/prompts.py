@@ -19,13 +19,16 @@ class PromptDef:
         name: str | None = None,
         title: str | None = None,
         description: str | None = None,
+        scopes: Iterable[str] | None = None,
     ) -> None:
+        from .auth import normalize_scopes
         from .context import is_context_annotation
 
         self.fn = fn
         self.name = name or fn.__name__
         self.title = title
         self.description = description if description is not None else (inspect.getdoc(fn) or "")
+        self.scopes = normalize_scopes(scopes, f"prompt {self.name}")
         self.is_async = inspect.iscoroutinefunction(fn)
         self.args_type, self.context_param, descs = param_struct(fn, "Prompt", is_context_annotation)
         required = set(_required(self.args_type))
@@ -90,11 +93,13 @@ def prompt(
     name: str | None = None,
     title: str | None = None,
     description: str | None = None,
+    scopes: Iterable[str] | None = None,
 ) -> Any:
-    """Declare a prompt; its parameters (strings) are the prompt's arguments."""
+    """Declare a prompt; its parameters (strings) are the prompt's arguments. ``scopes``: the
+    OAuth scopes a caller needs to see and get it (authorized HTTP only)."""
 
     def wrap(f: Callable[..., Any]) -> PromptDef:
-        return PromptDef(f, name=name, title=title, description=description)
+        return PromptDef(f, name=name, title=title, description=description, scopes=scopes)
 
     return wrap(fn) if fn is not None else wrap
 

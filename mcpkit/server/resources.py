@@ -6,7 +6,7 @@ import base64
 import inspect
 import re
 import urllib.parse
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..protocol.types import BlobResourceContents, TextResourceContents
 
@@ -27,7 +27,10 @@ class ResourceDef:
         mime_type: str | None = None,
         size: int | None = None,
         listed: bool = True,
+        scopes: Iterable[str] | None = None,
     ) -> None:
+        from .auth import normalize_scopes
+
         self.fn = fn
         self.uri = uri
         self.name = name or fn.__name__
@@ -36,6 +39,7 @@ class ResourceDef:
         self.mime_type = mime_type
         self.size = size
         self.listed = listed
+        self.scopes = normalize_scopes(scopes, f"resource {uri}")
         self.is_async = inspect.iscoroutinefunction(fn)
         self.variables = _VAR.findall(uri)
         self.is_template = bool(self.variables)
@@ -105,12 +109,14 @@ def resource(
     mime_type: str | None = None,
     size: int | None = None,
     listed: bool = True,
+    scopes: Iterable[str] | None = None,
 ) -> Callable[[Callable[..., Any]], ResourceDef]:
     """Declare a resource reader. A URI with ``{var}`` parts makes a template whose variables
-    are passed as keyword arguments. Return ``str`` (text) or ``bytes`` (blob)."""
+    are passed as keyword arguments. Return ``str`` (text) or ``bytes`` (blob). ``scopes``: the
+    OAuth scopes a caller needs to see and read it (authorized HTTP only)."""
 
     def wrap(fn: Callable[..., Any]) -> ResourceDef:
         return ResourceDef(fn, uri, name=name, title=title, description=description,
-                           mime_type=mime_type, size=size, listed=listed)
+                           mime_type=mime_type, size=size, listed=listed, scopes=scopes)
 
     return wrap

@@ -6,6 +6,9 @@ import os
 from typing import Any, Literal
 
 import msgspec
+import msgspec.structs
+
+from .auth import AuthSettings
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -35,8 +38,11 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     port: int = 8000
     #: extra allowed Origin values ("*" allows any); loopback origins are always allowed
     allow_origins: list[str] = []
-    #: bearer token required on every HTTP request but /healthz and preflights
+    #: bearer token required on every HTTP request but /healthz and preflights (development;
+    #: the same as [server.auth] verifier = "static" with this token)
     auth_token: str | None = None
+    #: OAuth 2.1 resource server: token verification, scopes, Protected Resource Metadata
+    auth: AuthSettings = msgspec.field(default_factory=AuthSettings)
     #: idle handshake-era sessions expire after this many seconds
     session_ttl_s: float = 1800.0
     max_sessions: int = 1000
@@ -81,6 +87,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 _ENV_PREFIX = "MCPKIT_"
+_AUTH_ENV_PREFIX = "MCPKIT_AUTH__"
 _LISTS = {"allow_origins"}
 #: earlier names still read: old name -> current name
 _RENAMED = {"max_body_bytes": "max_message_bytes"}
@@ -93,10 +100,19 @@ def load_settings(table: dict[str, Any] | None, environ: dict[str, str] | None =
     env = os.environ if environ is None else environ
     data = dict(table or {})
     for fname in (*Settings.__struct_fields__, *_RENAMED):
+        if fname == "auth":
+            continue
         value = env.get(_ENV_PREFIX + fname.upper())
         if value is not None:
             data[fname] = [v.strip() for v in value.split(",") if v.strip()] if fname in _LISTS else value
-    data.update(overrides or {})
+    auth = _auth_from_env(env)
+    if auth:
+        table_auth = data.get("auth")
+        data["auth"] = {**(table_auth if isinstance(table_auth, dict) else {}), **auth}
+    overrides = dict(overrides or {})
+    if isinstance(overrides.get("auth"), dict) and isinstance(data.get("auth"), dict):
+        overrides["auth"] = {**data["auth"], **overrides["auth"]}
+    data.update(overrides)
     for old, new in _RENAMED.items():
         if old in data:
             data.setdefault(new, data.pop(old))
@@ -104,3 +120,22 @@ def load_settings(table: dict[str, Any] | None, environ: dict[str, str] | None =
         return msgspec.convert(data, Settings, strict=False)
     except msgspec.ValidationError as exc:
         raise ValueError(f"invalid server setting: {exc}") from None
+
+
+def _auth_from_env(env: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
+    """``MCPKIT_AUTH__<FIELD>`` variables: lists comma-separated, ``scope_implies`` as JSON."""
+    out: dict[str, Any] = {}
+    for fname, ftype in zip(AuthSettings.__struct_fields__, msgspec.structs.fields(AuthSettings)):
+        value = env.get(_AUTH_ENV_PREFIX + fname.upper())
+        if value is None:
+            continue
+        if fname == "scope_implies":
+            try:
+                out[fname] = msgspec.json.decode(value)
+            except msgspec.DecodeError:
+                raise ValueError(f"{_AUTH_ENV_PREFIX}SCOPE_IMPLIES must be a JSON object") from None
+        elif "list[" in str(ftype.type):
+            out[fname] = [v.strip() for v in value.replace(" ", ",").split(",") if v.strip()]
+        else:
+            out[fname] = value
+    return out

@@ -6,7 +6,7 @@ import base64
 import dataclasses
 import inspect
 import typing
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import msgspec
 import msgspec.structs
@@ -40,7 +40,9 @@ class ToolDef:
         input_schema: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None,
         max_threads: int | None = None,
+        scopes: Iterable[str] | None = None,
     ) -> None:
+        from .auth import normalize_scopes
         from .context import is_context_annotation  # context imports tools' neighbours
 
         self.fn = fn
@@ -53,6 +55,8 @@ class ToolDef:
         if max_threads is not None and (isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1):
             raise ValueError(f"tool {self.name}: max_threads must be a positive integer")
         self.max_threads = max_threads
+        #: OAuth scopes a caller needs to see and call this tool (authorized HTTP only)
+        self.scopes = normalize_scopes(scopes, f"tool {self.name}")
         self.is_async = inspect.iscoroutinefunction(fn)
         self.args_type, self.context_param, _ = param_struct(fn, _camel(self.name), is_context_annotation)
         self.input_schema = input_schema if input_schema is not None else inline_schema(self.args_type)
@@ -180,6 +184,7 @@ def tool(
     input_schema: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
     max_threads: int | None = None,
+    scopes: Iterable[str] | None = None,
 ) -> Any:
     """Declare a function (``async def`` or plain ``def``) as an MCP tool.
 
@@ -188,13 +193,15 @@ def tool(
     the docstring. ``input_schema`` replaces the generated schema verbatim (arguments are then
     passed through as given, still checked against the signature). ``max_threads`` caps the
     worker threads a plain ``def`` tool may hold at once (default: the ``max_threads_per_tool``
-    setting); calls beyond it wait for a slot within their timeout.
+    setting); calls beyond it wait for a slot within their timeout. ``scopes`` are the OAuth
+    scopes a caller needs (on an authorized HTTP server): callers without them do not see the
+    tool, and calling it anyway is answered with a 403 step-up challenge.
     """
 
     def wrap(f: Callable[..., Any]) -> ToolDef:
         return ToolDef(
             f, name=name, title=title, description=description, annotations=annotations,
-            timeout=timeout, input_schema=input_schema, meta=meta, max_threads=max_threads,
+            timeout=timeout, input_schema=input_schema, meta=meta, max_threads=max_threads, scopes=scopes,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -25,6 +25,7 @@ from .security import Guard
 from .sessions import SessionManager
 from .streamable import Streamable
 from .accesslog import AccessLog
+from .auth import PRM_PATH, ResourceServer
 from .exchange import AsgiExchange, Exchange, Receive, Scope, Send
 from .wire import BodyTooLarge, Disconnected, error_body, rest_error
 
@@ -42,10 +43,12 @@ class HttpApp:
         self.lifespans = lifespans or []
         self.strict = strict
         self.legacy_only = legacy_only
-        self.guard = Guard(s.host, s.allow_origins, s.auth_token)
+        self.guard = Guard(s.host, s.allow_origins)
+        self.auth = ResourceServer.from_app(app, self.refuse)
         self.sessions = SessionManager(s.session_ttl_s, s.max_sessions, s.event_store_size, s.sse_backlog_bytes,
                                        s.event_store_bytes)
         self.streamable = Streamable(app, self.sessions)
+        self.streamable.step_up = self.auth.step_up if self.auth is not None else None
         self.legacy = LegacySse(app)
         self.routes = _plain_routes(app)
         self.started = trio.Event()
@@ -86,6 +89,9 @@ class HttpApp:
                 await self.shutdown()
                 self.end_sessions()
                 nursery.cancel_scope.cancel()
+                if self.auth is not None:
+                    with trio.CancelScope(shield=True):
+                        await self.auth.aclose()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()
@@ -147,6 +153,15 @@ class HttpApp:
             return error_body(jsonrpc.INVALID_REQUEST, f"{REASONS_TEXT.get(status, 'Bad Request')}: {message}")
         return rest_error(code, message)
 
+    async def refuse(self, ex: Exchange, status: int, message: str, headers: list[tuple[bytes, bytes]]) -> None:
+        """An authorization refusal (401, 403, 503) in the error shape of the route."""
+        if ex.path in _MCP_PATHS:
+            body = error_body(jsonrpc.INTERNAL_ERROR if status >= 500 else jsonrpc.INVALID_REQUEST, message)
+        else:
+            code = {401: "UNAUTHORIZED", 403: "FORBIDDEN"}.get(status, "SERVICE_UNAVAILABLE")
+            body = rest_error(code, message.partition(": ")[2] or message)
+        await ex.respond(status, body, headers)
+
     async def _route(self, ex: Exchange, h: dict[str, str], origin: str | None) -> None:
         method, path = ex.method, ex.path
         if not self.guard.host_allowed(h.get("host")):
@@ -161,10 +176,13 @@ class HttpApp:
         if method == "OPTIONS":
             await ex.respond(204, headers=self.guard.preflight_headers())
             return
-        if path != "/healthz" and not self.guard.authorized(h.get("authorization")):
-            await ex.respond(401, error_body(jsonrpc.INVALID_REQUEST, "Unauthorized: a valid bearer token is required"),
-                             [(b"www-authenticate", b'Bearer realm="mcpkit"')])
-            return
+        if self.auth is not None and path != "/healthz":
+            if path.startswith(PRM_PATH):
+                await self.auth.serve_metadata(ex)
+                return
+            ex.principal = await self.auth.authenticate(ex)
+            if ex.principal is None:
+                return  # answered 401, 403 or 503
         if path in ("/mcp", "/mcp/") and not self.legacy_only:
             await self.streamable(ex)
         elif path == "/sse":

@@ -40,6 +40,9 @@ class Exchange:
     client: tuple[str, int] | None
     http_version: str = "1.1"
     root_path: str = ""  # where the app is mounted behind a proxy (ASGI root_path)
+    #: who is asking (a verified bearer identity), set before the route runs; None when the
+    #: server does not authorize requests
+    principal: Any = None
 
     def __init__(self) -> None:
         self.request_id = ""
@@ -144,6 +147,7 @@ class AsgiExchange(Exchange):
             await self._send(message)
 
         self.scope["mcpkit.request_id"] = self.request_id
+        self.scope["mcpkit.principal"] = self.principal
         await app(self.scope, self._receive, send)
 
 

@@ -36,6 +36,7 @@ class _LegacySession:
         self.outbox: Outbox[bytes] = Outbox(backlog_bytes)
         self.pending = PendingRequests()
         self.running = 0  # requests being served
+        self.owner: tuple[str, str] | None = None  # the principal that opened it, if any
 
     def push(self, data: bytes) -> None:
         """Queue a message for the stream; a client that lets too much pile up loses it."""
@@ -75,6 +76,8 @@ class LegacySse:
         async with trio.open_nursery() as nursery:
             session = self.sessions[sid] = _LegacySession(sid, self.sessions, self.app.new_connection(), nursery,
                                                           self.app.settings.sse_backlog_bytes)
+            if ex.principal is not None:
+                session.owner = ex.principal.owner
             try:
                 nursery.start_soon(self._watch, ex, nursery.cancel_scope)
                 nursery.start_soon(self._end_at_shutdown, session)
@@ -126,6 +129,8 @@ class LegacySse:
             await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: session_id is required"))
             return
         session = self.sessions.get(sid)
+        if session is not None and session.owner is not None and (ex.principal is None or ex.principal.owner != session.owner):
+            session = None  # someone else's: as if unknown
         if session is None:
             await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown session; open GET /sse first"))
             return
@@ -134,11 +139,10 @@ class LegacySse:
             return
         body = await ex.read_body(self.app.settings.max_message_bytes)
         for ev in session.conn.receive(body):
-            if isinstance(ev, Batch):
-                for inner in ev.events:
-                    self._take(session, inner)
-            else:
-                self._take(session, ev)
+            for one in ev.events if isinstance(ev, Batch) else [ev]:
+                if isinstance(one, RequestReceived):
+                    one.principal = ex.principal
+                self._take(session, one)
         await ex.respond(202, b"Accepted", content_type=b"text/plain")
 
     def _take(self, session: _LegacySession, ev: Any) -> None:

@@ -16,6 +16,7 @@ import msgspec
 from ...protocol.connection import RequestReceived
 from ...protocol.versions import features
 from ...server.app import App
+from ...server.auth import FORBIDDEN
 from ...server.context import InFlight
 from ...server.dispatch import Dispatcher
 
@@ -26,9 +27,11 @@ _SEARCH_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.mod
 
 
 class SearchError(Exception):
-    def __init__(self, status: int, code: str, message: str, retry_after: int | None = None) -> None:
+    def __init__(self, status: int, code: str, message: str, retry_after: int | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
+        self.headers = headers or {}
 
     def body(self) -> dict[str, Any]:
         err: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -84,11 +87,17 @@ class SearchApi:
             args["limit"] = limit
         return args
 
-    async def search(self, query: str, limit: int, request_id: str) -> dict[str, Any]:
+    async def search(self, query: str, limit: int, request_id: str, principal: Any = None) -> dict[str, Any]:
         params = {"name": self.tool_name, "arguments": self._arguments(query, limit), "_meta": _SEARCH_META}
         raw = msgspec.json.encode(params)
-        req = RequestReceived(request_id, "tools/call", msgspec.Raw(raw), features("2026-07-28"), None, {}, {}, None)
+        req = RequestReceived(request_id, "tools/call", msgspec.Raw(raw), features("2026-07-28"), None, {}, {}, None,
+                              principal)
         answer = msgspec.json.decode(await self.dispatcher.handle(req, _NoPeer(), InFlight()) or b"{}")
+        error = answer.get("error")
+        if isinstance(error, dict) and error.get("code") == FORBIDDEN:
+            needed = " ".join((error.get("data") or {}).get("requiredScopes") or [])
+            raise SearchError(403, "FORBIDDEN", f"the token lacks scope {needed}",
+                              headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{needed}"'})
         if "error" in answer:
             raise SearchError(503, "SEARCH_ERROR", "the search failed; try again", retry_after=1)
         result = answer["result"]
@@ -130,13 +139,14 @@ def install(quart: Any, app: App) -> None:
         try:
             body = await request.get_data(cache=False)
             query, limit = parse_request(request.headers.get("Content-Type"), body)
-            out = await api.search(query, limit, rid)
+            out = await api.search(query, limit, rid, request.scope.get("mcpkit.principal"))
             count = len(out["results"])
             out["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
             response = out, 200
         except SearchError as exc:
             status = exc.status
             headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else {}
+            headers.update(exc.headers)
             response = exc.body(), exc.status, headers
         except Exception:
             log.exception("request_id=%s search failed", rid)

@@ -1,8 +1,7 @@
-"""Origin / Host checks (DNS rebinding), CORS and bearer-token authentication."""
+"""Origin / Host checks (DNS rebinding) and CORS. (Bearer tokens: ``auth/``.)"""
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import urllib.parse
 
@@ -35,10 +34,9 @@ def is_loopback_host(name: str) -> bool:
 class Guard:
     """The HTTP security policy of one server."""
 
-    def __init__(self, bind_host: str, allow_origins: list[str], auth_token: str | None) -> None:
+    def __init__(self, bind_host: str, allow_origins: list[str]) -> None:
         self.allow_any = "*" in allow_origins
         self.extra = {o.rstrip("/").lower() for o in allow_origins if o != "*"}
-        self.token = auth_token
         self.check_host = is_loopback_host(bind_host)
         self._hosts: dict[str, bool] = {}
 
@@ -61,13 +59,6 @@ class Guard:
             if len(self._hosts) < 1024:
                 self._hosts[host] = known
         return known
-
-    def authorized(self, authorization: str | None) -> bool:
-        if self.token is None:
-            return True
-        if not authorization or not authorization.lower().startswith("bearer "):
-            return False
-        return hmac.compare_digest(authorization[7:].strip().encode(), self.token.encode())
 
     def cors_headers(self, origin: str | None) -> Headers:
         if origin is None:

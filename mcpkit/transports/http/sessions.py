@@ -109,6 +109,8 @@ class Session:
         self.pending = PendingRequests()
         self.last_seen = trio.current_time()
         self.active = 0  # requests and streams in progress
+        #: (issuer, subject) of the principal that opened it; only they may use it (None: open)
+        self.owner: tuple[str, str] | None = None
         self._counter = 0
         self.standalone = self.new_stream("0")
 

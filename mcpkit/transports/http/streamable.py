@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 import trio
@@ -22,7 +22,7 @@ from ...server.errors import busy
 from .outbox import Outbox
 from .sessions import CLOSE, Session, SessionManager, Stream
 from .exchange import Exchange
-from .wire import error_body, http_status_for, sse_event
+from .wire import Headers, error_body, http_status_for, sse_event
 
 log = logging.getLogger("mcpkit.http")
 _META_KEY = META_PROTOCOL_VERSION.encode()
@@ -65,6 +65,8 @@ class Streamable:
         self.nursery: trio.Nursery | None = None  # set by the ASGI lifespan: runs session requests
         self.closing = trio.Event()
         self._mirrored: dict[str, dict[str, str]] = {}
+        #: the 403 challenge for an insufficient-scope answer (set when the server authorizes)
+        self.step_up: Callable[[Exchange, bytes], Headers | None] | None = None
 
     async def __call__(self, ex: Exchange) -> None:
         method = ex.method
@@ -121,6 +123,7 @@ class Streamable:
             await ex.respond(http_status_for(error_code(ev.data) or 0), ev.data)
             return
         assert isinstance(ev, RequestReceived)
+        ev.principal = ex.principal
         await self._answer_stateless(ev, ex, prefers_sse(ex.headers.get("accept", "")))
 
     def _check_stateless(self, msg: Message, h: dict[str, str], version: str | None) -> None:
@@ -152,7 +155,8 @@ class Streamable:
         """Run the request in this HTTP exchange: JSON unless it streams (or the client prefers
         SSE); a closed stream cancels it."""
         sse = sse or self.settings.response_mode == "sse" or req.method == "subscriptions/listen"
-        peer = _DirectPeer(ex, sse and self.settings.response_mode != "json" or req.method == "subscriptions/listen")
+        peer = _DirectPeer(ex, sse and self.settings.response_mode != "json" or req.method == "subscriptions/listen",
+                           self.step_up)
         if req.method == "subscriptions/listen":
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(peer.heartbeat, self.settings.sse_heartbeat_s)
@@ -177,6 +181,8 @@ class Streamable:
             await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required (or send initialize to open a session)"))
             return
         session = self.sessions.create(self.app.new_connection())
+        if session is not None and ex.principal is not None:
+            session.owner = ex.principal.owner  # only its owner may use it
         if session is None:
             await ex.respond(503, error_body(jsonrpc.INTERNAL_ERROR, "Service Unavailable: too many sessions"), [(b"retry-after", b"5")])
             return
@@ -188,8 +194,18 @@ class Streamable:
             return
         await ex.respond(200, reply.data, [(b"mcp-session-id", session.id.encode())])
 
-    async def post_session(self, ex: Exchange, body: bytes, sid: str, version: str | None) -> None:
+    def _session_of(self, ex: Exchange, sid: str) -> Session | None:
+        """The session, if it exists and belongs to whoever asks (someone else's session is
+        answered like an unknown one)."""
         session = self.sessions.get(sid)
+        if session is not None and session.owner is not None:
+            if ex.principal is None or ex.principal.owner != session.owner:
+                log.info("refused session %s to a caller who does not own it", sid[:8])
+                return None
+        return session
+
+    async def post_session(self, ex: Exchange, body: bytes, sid: str, version: str | None) -> None:
+        session = self._session_of(ex, sid)
         if session is None:
             await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session; initialize a new one"))
             return
@@ -197,6 +213,9 @@ class Streamable:
             await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, f"Bad Request: unsupported MCP-Protocol-Version {version!r}"))
             return
         events = session.conn.receive(body)
+        for ev in events[0].events if len(events) == 1 and isinstance(events[0], Batch) else events:
+            if isinstance(ev, RequestReceived):
+                ev.principal = ex.principal
         if len(events) == 1 and isinstance(events[0], Batch):
             await self._answer_batch(session, events[0].events, ex)
             return
@@ -260,6 +279,12 @@ class Streamable:
             else:
                 await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: the session ended", req.id))
             return
+        if first[0] != CLOSE and stream.done and stream.seq == 1 and self.step_up is not None:
+            challenge = self.step_up(ex, first[1])
+            if challenge is not None:  # the token lacks a scope this request needs: 403
+                stream.detach(box)
+                await ex.respond(403, first[1], challenge)
+                return
         json_ok = self.settings.response_mode == "json" or (self.settings.response_mode == "auto" and not sse)
         if json_ok and first[0] != CLOSE and stream.done and stream.seq == 1 and not peer.wants_sse:
             stream.detach(box)
@@ -320,7 +345,7 @@ class Streamable:
         if not accepts(h.get("accept", ""), "text/event-stream"):
             await ex.respond(406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
             return
-        session = self.sessions.get(sid)
+        session = self._session_of(ex, sid)
         if session is None:
             await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session"))
             return
@@ -359,7 +384,7 @@ class Streamable:
         sid = ex.headers.get("mcp-session-id")
         if sid is None:
             await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
-        elif self.sessions.end(sid):
+        elif self._session_of(ex, sid) is not None and self.sessions.end(sid):
             await ex.respond(200)
         else:
             await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session"))
@@ -377,9 +402,10 @@ class Streamable:
 class _DirectPeer:
     """Stateless era: JSON answer unless something streams first, then SSE in this exchange."""
 
-    def __init__(self, ex: Exchange, sse: bool) -> None:
+    def __init__(self, ex: Exchange, sse: bool, step_up: Callable[[Exchange, bytes], Headers | None] | None = None) -> None:
         self._ex = ex
         self._sse = sse
+        self._step_up = step_up
         self._started = False
         self._lock = trio.StrictFIFOLock()
 
@@ -410,7 +436,8 @@ class _DirectPeer:
                 await self._ex.send_chunk(sse_event(data))
                 await self._ex.end_stream()
             else:
-                await self._ex.respond(http_status_for(error_code(data) or 0), data)
+                challenge = self._step_up(self._ex, data) if self._step_up is not None else None
+                await self._ex.respond(http_status_for(error_code(data) or 0), data, challenge)
 
 
 class _SessionPeer:

@@ -8,6 +8,7 @@ import msgspec
 
 from ...protocol import jsonrpc
 from ...protocol.jsonrpc import ProtocolError
+from ...server.auth import FORBIDDEN
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -33,6 +34,8 @@ def http_status_for(code: int) -> int:
     """The HTTP status a JSON-RPC error travels with on the stateless wire."""
     if code == jsonrpc.METHOD_NOT_FOUND:
         return 404
+    if code == FORBIDDEN:
+        return 403
     if code in (jsonrpc.PARSE_ERROR, jsonrpc.INVALID_REQUEST, jsonrpc.INVALID_PARAMS, jsonrpc.HEADER_MISMATCH,
                 jsonrpc.MISSING_CLIENT_CAPABILITY, jsonrpc.UNSUPPORTED_PROTOCOL_VERSION):
         return 400

@@ -88,6 +88,7 @@ class DirectExchange(Exchange):
             "method": req.method, "scheme": conn.scheme, "path": req.path, "raw_path": req.raw_path,
             "query_string": req.query, "root_path": "", "headers": req.raw_headers, "client": conn.io.peer,
             "server": conn.io.local, "extensions": {}, "mcpkit.request_id": self.request_id,
+            "mcpkit.principal": self.principal,
         }
         state: dict[str, Any] = {"body_sent": False, "start": None}
 
