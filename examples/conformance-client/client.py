@@ -180,6 +180,44 @@ async def schema_preservation(url: str, version: str, context: dict[str, Any]) -
         await client.call_tool("json_schema_echo", {"schema": tool["inputSchema"]})
 
 
+# --- authorization (auth/*): OAuth against the harness's mock authorization servers -----------
+
+#: the client metadata document URL the harness's authorization servers accept (CIMD)
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+
+
+def oauth_for(name: str, context: dict[str, Any]) -> Any:
+    """How this client authorizes in each scenario: application policy (which grant, which
+    credentials); the flow itself is the library's."""
+    from mcpkit.client.oauth import HeadlessAuthorizer, OAuth
+
+    if name == "auth/client-credentials-jwt":
+        return OAuth(grant="client_credentials", client_id=context["client_id"], client_auth_method="private_key_jwt",
+                     private_key=context["private_key_pem"], signing_alg=context.get("signing_algorithm", "ES256"))
+    if name == "auth/client-credentials-basic":
+        return OAuth(grant="client_credentials", client_id=context["client_id"], client_secret=context["client_secret"],
+                     client_auth_method="client_secret_basic")
+    if name == "auth/wif-jwt-bearer":
+        return OAuth(grant="jwt_bearer", client_id=context["client_id"], client_auth_method="none",
+                     assertion=context["valid_jwt"])
+    # The harness's authorization endpoints approve at once and redirect: no browser needed.
+    authorizer = HeadlessAuthorizer("http://localhost:3000/callback")
+    if "client_id" in context:  # pre-registered credentials, bound to their issuer
+        return OAuth(authorizer=authorizer, client_name="mcpkit-conformance-client", client_id=context["client_id"],
+                     client_secret=context.get("client_secret"), client_issuer=context.get("issuer"))
+    return OAuth(authorizer=authorizer, client_name="mcpkit-conformance-client", client_metadata_url=CLIENT_METADATA_URL)
+
+
+async def authorized(url: str, version: str, context: dict[str, Any]) -> None:
+    """Every auth/* scenario: connect, list the tools and call each (the library answers
+    401 and 403 challenges along the way)."""
+    name = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    async with connect(url, version, oauth=oauth_for(name, context)) as client:
+        for tool in await client.list_tools():
+            result = await client.call_tool(tool["name"], stub_arguments(tool))
+            log.info("%s: %s", tool["name"], result.text)
+
+
 def main() -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -189,10 +227,7 @@ def main() -> int:
     if len(sys.argv) < 2:
         print("usage: client.py SERVER_URL (with MCP_CONFORMANCE_SCENARIO set)", file=sys.stderr)
         return 2
-    run = SCENARIOS.get(name)
-    if name.startswith("auth/"):
-        print(f"conformance-client: {name}: OAuth is not implemented yet", file=sys.stderr)
-        return 2
+    run = SCENARIOS.get(name) or (authorized if name.startswith("auth/") else None)
     if run is None:
         print(f"conformance-client: unknown scenario {name!r}", file=sys.stderr)
         return 2

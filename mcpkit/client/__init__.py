@@ -20,7 +20,7 @@ _ERRORS = [
     "McpError", "NotInitialized", "RequestTimeout", "ConnectionFailed", "InvalidArguments",
     "BadResponse", "ConnectionClosed", "SessionExpired", "HttpError", "RpcError", "ParseError",
     "InvalidRequest", "MethodNotFound", "InvalidParams", "InternalError", "HeaderMismatch",
-    "MissingCapability", "UnsupportedVersion", "from_rpc", "MODERN_CODES",
+    "MissingCapability", "UnsupportedVersion", "from_rpc", "MODERN_CODES", "AuthorizationFailed", "Forbidden",
 ]
 _WHERE = {
     **{name: "errors" for name in _ERRORS},

@@ -138,7 +138,8 @@ class Connecting:
 
     def _http_options(self) -> dict[str, Any]:
         s = self.settings
-        return {"headers": s.headers, "auth_token": s.auth_token, "retries": s.retries, "backoff": s.backoff}
+        return {"headers": s.headers, "auth_token": s.auth_token, "retries": s.retries, "backoff": s.backoff,
+                "oauth": s.oauth}
 
     async def _discover(self, session: Session, timeout: float, *, fallback_allowed: bool) -> bool:
         """Probe the stateless era. True when the server speaks it (and we are ready)."""

@@ -82,6 +82,14 @@ class HttpError(McpError):
         self.status = self.http_status = status
 
 
+class AuthorizationFailed(McpError):
+    """The OAuth flow could not get a token: discovery, registration, the user's consent, the
+    token endpoint, or a check on what the authorization server answered failed."""
+
+    code = "E108"
+    user_message = "Could not get authorization to use the MCP server."
+
+
 # --- JSON-RPC errors the server sent (E2xx) --------------------------------------------------
 
 class RpcError(McpError):
@@ -146,10 +154,24 @@ class UnsupportedVersion(RpcError):
         return [v for v in got if isinstance(v, str)] if isinstance(got, list) else []
 
 
+class Forbidden(RpcError):
+    """The token lacks a scope the request needs (mcpkit servers send -32003 with HTTP 403);
+    ``required_scopes`` lists what the operation needs."""
+
+    code, rpc_code = "E208", -32003
+    user_message = "The MCP server refused: the authorization lacks a needed scope."
+
+    @property
+    def required_scopes(self) -> list[str]:
+        data = self.data if isinstance(self.data, dict) else {}
+        got = data.get("requiredScopes")
+        return [v for v in got if isinstance(v, str)] if isinstance(got, list) else []
+
+
 _BY_CODE: dict[int, type[RpcError]] = {
     cls.rpc_code: cls  # type: ignore[misc]
     for cls in (ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError,
-                HeaderMismatch, MissingCapability, UnsupportedVersion)
+                HeaderMismatch, MissingCapability, UnsupportedVersion, Forbidden)
 }
 #: JSON-RPC codes that only a stateless-era (2026-07-28+) server sends.
 MODERN_CODES = frozenset({-32020, -32021, -32022})
@@ -167,5 +189,5 @@ __all__ = [
     "McpError", "NotInitialized", "RequestTimeout", "ConnectionFailed", "InvalidArguments",
     "BadResponse", "ConnectionClosed", "SessionExpired", "HttpError", "RpcError", "ParseError",
     "InvalidRequest", "MethodNotFound", "InvalidParams", "InternalError", "HeaderMismatch",
-    "MissingCapability", "UnsupportedVersion", "from_rpc", "MODERN_CODES",
+    "MissingCapability", "UnsupportedVersion", "from_rpc", "MODERN_CODES", "AuthorizationFailed", "Forbidden",
 ]

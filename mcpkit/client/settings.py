@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .._version import __version__
 
@@ -38,6 +38,8 @@ class ClientSettings:
     #: Extra HTTP headers, and a bearer token.
     headers: dict[str, str] = field(default_factory=dict)
     auth_token: str | None = None
+    #: OAuth 2.1 for HTTP servers that ask for it: a :class:`mcpkit.client.oauth.OAuth`
+    oauth: Any = None
     #: Remember each server's era for the life of this process.
     remember_era: bool = True
     #: Fill the tool list cache right after connecting.

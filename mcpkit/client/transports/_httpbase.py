@@ -19,7 +19,7 @@ _MAX_ERROR_BODY = 64 * 1024
 class HttpBase:
     def __init__(self, url: str, *, headers: dict[str, str] | None = None, auth_token: str | None = None,
                  connect_timeout: float = 10.0, retries: int = 2, backoff: float = 0.25,
-                 verify: Any = True) -> None:
+                 verify: Any = True, oauth: Any = None) -> None:
         self.url = url
         self.extra_headers = dict(headers or {})
         if auth_token:
@@ -29,7 +29,7 @@ class HttpBase:
         self.protocol_version: str | None = None
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(connect=connect_timeout, read=None, write=connect_timeout, pool=None),
-            verify=verify, follow_redirects=True,
+            verify=verify, follow_redirects=True, auth=oauth,
             limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
 
     async def open_stream(self, method: str, url: str, headers: dict[str, str],

@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
+from ....protocol.oauth import PRM_SUFFIX
 from ....server.app import App
 from ....server.auth import FORBIDDEN, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
 from ..exchange import Exchange
@@ -23,7 +24,7 @@ from ..wire import Headers
 from .verifiers import build_verifier
 
 log = logging.getLogger("mcpkit.auth")
-PRM_PATH = "/.well-known/oauth-protected-resource"
+PRM_PATH = PRM_SUFFIX
 #: RFC 6750 b64token: what a bearer token may look like
 _B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 _UNSAFE = re.compile(r'[^\x20-\x7e]|["\\]')
