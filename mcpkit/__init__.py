@@ -21,6 +21,7 @@ from .protocol.types import (
     TextContent,
     TextResourceContents,
 )
+from .server.auth import AuthSettings, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
 from .server.context import Context, PeerError, SyncContext
 from .server.errors import InputRequired, MissingCapability, ResourceNotFound, ToolError
 from .server.prompts import CompletionDef, PromptDef, completion, prompt
@@ -49,4 +50,5 @@ __all__ = [
     "Context", "SyncContext", "PeerError", "MissingCapability", "InputRequired",
     "TextContent", "ImageContent", "AudioContent", "ResourceLink", "EmbeddedResource",
     "TextResourceContents", "BlobResourceContents", "Annotations",
+    "Principal", "TokenVerifier", "InvalidToken", "VerifierUnavailable", "AuthSettings",
 ]

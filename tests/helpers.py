@@ -108,3 +108,20 @@ class Server:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def install_plugin(folder: Path, source: str, module: str, name: str) -> dict[str, str]:
+    """Install the plugin module file ``source`` into ``folder`` as ``module`` with the entry
+    point ``name``; return the environment (PYTHONPATH) under which `mcpkit serve --plugin
+    NAME` finds it the way it finds any installed plugin."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source, folder / f"{module}.py")
+    dist = module.replace("_", "-")
+    info = folder / f"{module}-0.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(f"[mcpkit.plugins]\n{name} = {module}\n")
+    path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path}

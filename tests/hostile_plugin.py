@@ -8,7 +8,6 @@ finds it the way it finds any installed plugin.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -83,11 +82,6 @@ def mcpkit_tools(config: dict) -> list:
 
 def plugin_env(folder: Path) -> dict[str, str]:
     """Install this plugin into ``folder``; the environment that makes it visible."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(__file__, folder / "mcpkit_hostile_fixture.py")
-    info = folder / "mcpkit_hostile_fixture-0.dist-info"
-    info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mcpkit-hostile-fixture\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[mcpkit.plugins]\nhostile = mcpkit_hostile_fixture\n")
-    path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
-    return {"PYTHONPATH": path}
+    from .helpers import install_plugin
+
+    return install_plugin(folder, __file__, "mcpkit_hostile_fixture", "hostile")

@@ -64,9 +64,15 @@ class Tokens:
     refresh_token: str | None = None
     #: scopes the server granted (or, when it did not say, the ones asked for)
     scopes: list[str] = field(default_factory=list)
+    obtained_at: float = field(default_factory=time.time)
 
     def expired(self, margin: float = 30.0) -> bool:
-        return self.expires_at is not None and time.time() + margin >= self.expires_at
+        """Run out, or about to: within ``margin`` seconds (at most a quarter of its life) of
+        its expiry, so a request sent now does not arrive with a dead token."""
+        if self.expires_at is None:
+            return False
+        margin = min(margin, max(self.expires_at - self.obtained_at, 0.0) / 4)
+        return time.time() + margin >= self.expires_at
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
