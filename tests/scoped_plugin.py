@@ -57,7 +57,8 @@ async def summarize(topic: str) -> str:
 
 
 class PrefixVerifier:
-    """Accepts ``letmein.<subject>.<scope>+<scope>``: a provider plugin's verifier."""
+    """Accepts ``letmein.<subject>.<scope>+<scope>`` (``~`` standing for ``:``, which a bearer
+    token cannot carry): a provider plugin's verifier."""
 
     def __init__(self, auth: Any) -> None:
         self.auth = auth
@@ -68,7 +69,7 @@ class PrefixVerifier:
         parts = token.split(".")
         if len(parts) != 3 or parts[0] != "letmein":
             raise InvalidToken("not a letmein token")
-        return Principal(subject=parts[1], scopes=self.auth.expand(s for s in parts[2].split("+") if s))
+        return Principal(subject=parts[1], scopes=self.auth.expand(s.replace("~", ":") for s in parts[2].split("+") if s))
 
     async def aclose(self) -> None:
         return None

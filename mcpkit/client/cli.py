@@ -14,6 +14,8 @@ from typing import Any, Callable, NoReturn
 
 import click
 
+from .oauth.cli import build_oauth, logout_cmd, oauth_options
+
 TARGET_HELP = "A server URL (http:// or https://). Use --stdio instead for a server run as a subprocess."
 
 
@@ -29,6 +31,7 @@ def _target_options(f: Callable[..., Any]) -> Callable[..., Any]:
     ]
     for option in reversed(options):
         f = option(f)
+    f = oauth_options(f)
     return click.argument("target", required=False, metavar="[TARGET]")(f)
 
 
@@ -41,7 +44,7 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 
 def _run(work: Callable[..., Any], target: str | None, stdio: str | None, mode: str,
          protocol_version: str | None, timeout: float, headers: tuple[str, ...], auth_token: str | None,
-         prefetch: bool = True) -> Any:
+         prefetch: bool = True, **oauth: Any) -> Any:
     """Connect, run ``work(client)``, and turn every failure into one line and exit code 2."""
     import trio
 
@@ -58,10 +61,12 @@ def _run(work: Callable[..., Any], target: str | None, stdio: str | None, mode: 
             _fail(f"--header needs NAME:VALUE, got {item!r}")
         extra[name.strip()] = value.strip()
 
+    authorization = build_oauth(**oauth)
+
     async def main() -> Any:
         async with connect(target or stdio or "", mode=mode, protocol_version=protocol_version,
                            request_timeout=timeout, initialize_timeout=timeout, headers=extra,
-                           auth_token=auth_token, prefetch_tools=prefetch) as client:
+                           auth_token=auth_token, prefetch_tools=prefetch, oauth=authorization) as client:
             return await work(client)
 
     try:
@@ -262,4 +267,4 @@ def render_block(block: dict[str, Any]) -> str:
     return json.dumps(block)
 
 
-COMMANDS = [tools_cmd, call_cmd, discover_cmd]
+COMMANDS = [tools_cmd, call_cmd, discover_cmd, logout_cmd]

@@ -9,11 +9,12 @@ and reads the redirect itself.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 import urllib.parse
 import webbrowser
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import httpx
 import trio
@@ -96,16 +97,24 @@ class LoopbackAuthorizer:
     async def authorize(self, url: str) -> dict[str, str]:
         await self.redirect_uri()
         assert self._listener is not None
-        result = self.open_url(url)
-        if isinstance(result, Awaitable):
-            await result
+        found: dict[str, str] | None = None
         with trio.move_on_after(self.timeout):
-            while True:
-                stream = await self._listener.accept()
-                params = await self._serve_one(stream)
-                if params is not None:
-                    return params
-        raise AuthorizationFailed(f"no authorization arrived within {self.timeout:g} s")
+            async with trio.open_nursery() as nursery:
+                # a browser command may wait for its page: open it beside the listener
+                nursery.start_soon(self._open, url)
+                while found is None:
+                    stream = await self._listener.accept()
+                    found = await self._serve_one(stream)
+                nursery.cancel_scope.cancel()
+        if found is None:
+            raise AuthorizationFailed(f"no authorization arrived within {self.timeout:g} s")
+        return found
+
+    async def _open(self, url: str) -> None:
+        if inspect.iscoroutinefunction(self.open_url):
+            await self.open_url(url)
+        else:
+            await trio.to_thread.run_sync(self.open_url, url, abandon_on_cancel=True)
 
     async def _serve_one(self, stream: trio.SocketStream) -> dict[str, str] | None:
         """Read one request; the redirect's parameters if it is the callback, else None."""

@@ -96,12 +96,12 @@ class JwtVerifier:
             raise InvalidToken("the issuer's key for this token is unusable") from None
 
     async def _current_keys(self, *, force: bool) -> list[dict[str, Any]]:
-        fresh = trio.current_time() - self._fetched_at < self.auth.jwks_cache_s
-        if self._keys is not None and fresh and not force:
+        asked = trio.current_time()
+        if self._keys is not None and asked - self._fetched_at < self.auth.jwks_cache_s and not force:
             return self._keys
         async with self._lock:
-            if self._keys is not None and trio.current_time() - self._fetched_at < min(self.auth.jwks_cache_s, 1.0):
-                return self._keys  # someone else fetched them while we waited
+            if self._keys is not None and self._fetched_at >= asked:
+                return self._keys  # fetched by someone else while we waited
             try:
                 self._keys = await self._fetch()
                 self._fetched_at = trio.current_time()
