@@ -72,7 +72,8 @@ def _run(work: Callable[..., Any], target: str | None, stdio: str | None, mode: 
     try:
         return trio.run(main)
     except McpError as exc:
-        _fail(str(exc))
+        hint = " (the server wants authorization: try --oauth)" if exc.http_status == 401 and authorization is None else ""
+        _fail(str(exc) + hint)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
     except Exception as exc:  # never a traceback on the command line
