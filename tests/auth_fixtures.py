@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import jwt
+import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
@@ -134,3 +135,27 @@ def browser(url: str) -> None:
     """A person approving in a browser: follow the authorization server's redirects back to
     the client's loopback listener."""
     urllib.request.urlopen(url, timeout=20).read()
+
+
+# -- pytest fixtures (imported by the auth test modules) -------------------------------------
+
+@pytest.fixture(scope="module")
+def auth_server():
+    server = AuthServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def keys():
+    server = KeyServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def scoped_env(tmp_path_factory):
+    """The environment under which `mcpkit serve --plugin scoped` finds tests/scoped_plugin.py."""
+    from .scoped_plugin import plugin_env
+
+    return plugin_env(tmp_path_factory.mktemp("scoped"))

@@ -20,22 +20,9 @@ import trio
 import mcpkit.client as mc
 from mcpkit.client.oauth import LoopbackAuthorizer, MemoryTokenStore, OAuth
 
-from .auth_fixtures import AuthServer, browser
+from .auth_fixtures import AuthServer, auth_server, browser, scoped_env  # noqa: F401 (fixtures)
 from .helpers import MCPKIT, modern_meta
 from .http_helpers import HttpServer, modern_headers
-from .scoped_plugin import plugin_env
-
-
-@pytest.fixture(scope="module")
-def auth_server():
-    server = AuthServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def scoped_env(tmp_path_factory):
-    return plugin_env(tmp_path_factory.mktemp("scoped"))
 
 
 @pytest.fixture(scope="module")

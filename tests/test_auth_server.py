@@ -16,24 +16,11 @@ import json
 
 import pytest
 
-from .auth_fixtures import KeyServer, dead_url
+from .auth_fixtures import KeyServer, dead_url, keys, scoped_env  # noqa: F401 (fixtures)
 from .helpers import modern_meta
 from .http_helpers import INIT, HttpServer, modern_headers
-from .scoped_plugin import plugin_env
 
 pytestmark = pytest.mark.usefixtures("http_server_kind")
-
-
-@pytest.fixture(scope="module")
-def keys():
-    server = KeyServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def scoped_env(tmp_path_factory):
-    return plugin_env(tmp_path_factory.mktemp("scoped"))
 
 
 @pytest.fixture(scope="module")

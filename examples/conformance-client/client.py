@@ -189,7 +189,7 @@ CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 def oauth_for(name: str, context: dict[str, Any]) -> Any:
     """How this client authorizes in each scenario: application policy (which grant, which
     credentials); the flow itself is the library's."""
-    from mcpkit.client.oauth import HeadlessAuthorizer, OAuth
+    from mcpkit.client.oauth import HeadlessAuthorizer, IdJagExchange, OAuth
 
     if name == "auth/client-credentials-jwt":
         return OAuth(grant="client_credentials", client_id=context["client_id"], client_auth_method="private_key_jwt",
@@ -197,6 +197,10 @@ def oauth_for(name: str, context: dict[str, Any]) -> Any:
     if name == "auth/client-credentials-basic":
         return OAuth(grant="client_credentials", client_id=context["client_id"], client_secret=context["client_secret"],
                      client_auth_method="client_secret_basic")
+    if name == "auth/enterprise-managed-authorization":
+        exchange = IdJagExchange(context["idp_token_endpoint"], context["idp_id_token"], idp_client_id=context["idp_client_id"])
+        return OAuth(grant="jwt_bearer", client_id=context["client_id"], client_secret=context["client_secret"],
+                     client_auth_method="client_secret_basic", assertion=exchange)
     if name == "auth/wif-jwt-bearer":
         return OAuth(grant="jwt_bearer", client_id=context["client_id"], client_auth_method="none",
                      assertion=context["valid_jwt"])

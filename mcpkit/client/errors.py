@@ -149,9 +149,13 @@ class UnsupportedVersion(RpcError):
 
     @property
     def supported(self) -> list[str]:
-        data = self.data if isinstance(self.data, dict) else {}
-        got = data.get("supported")
-        return [v for v in got if isinstance(v, str)] if isinstance(got, list) else []
+        return _strings(self.data, "supported")
+
+
+def _strings(data: Any, key: str) -> list[str]:
+    """The strings of the list ``data[key]`` (none when data is not shaped so)."""
+    got = data.get(key) if isinstance(data, dict) else None
+    return [v for v in got if isinstance(v, str)] if isinstance(got, list) else []
 
 
 class Forbidden(RpcError):
@@ -163,9 +167,7 @@ class Forbidden(RpcError):
 
     @property
     def required_scopes(self) -> list[str]:
-        data = self.data if isinstance(self.data, dict) else {}
-        got = data.get("requiredScopes")
-        return [v for v in got if isinstance(v, str)] if isinstance(got, list) else []
+        return _strings(self.data, "requiredScopes")
 
 
 _BY_CODE: dict[int, type[RpcError]] = {

@@ -9,14 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import msgspec
 
 from ...protocol.oauth import issuer_metadata_urls, resource_metadata_urls
 from ..errors import AuthorizationFailed
 from .challenge import Challenge
+from .fetch import TooLarge, json_or_none, read_bounded
 
 log = logging.getLogger("mcpkit.client.oauth")
-MAX_DOCUMENT_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -48,22 +47,24 @@ class ServerInfo:
         return isinstance(listed, list) and value in listed
 
 
-async def get_json(http: httpx.AsyncClient, url: str, what: str) -> tuple[int, Any]:
-    """(status, JSON or None) of a GET; AuthorizationFailed when the server cannot be reached."""
+async def request_json(http: httpx.AsyncClient, method: str, url: str, what: str, *,
+                       answer_headers: dict[str, str] | None = None, **kwargs: Any) -> tuple[int, Any]:
+    """(status, JSON or None) of one request; AuthorizationFailed when it cannot be made.
+    The answer's headers go into ``answer_headers`` when given."""
+    headers = {"Accept": "application/json", **kwargs.pop("headers", {})}
     try:
-        async with http.stream("GET", url, headers={"Accept": "application/json"}) as resp:
-            body = b""
-            async for chunk in resp.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_DOCUMENT_BYTES:
-                    raise AuthorizationFailed(f"{what} at {url} is larger than {MAX_DOCUMENT_BYTES} bytes")
-            status = resp.status_code
+        status, body, got = await read_bounded(http, method, url, headers=headers, **kwargs)
     except httpx.HTTPError as exc:
-        raise AuthorizationFailed(f"could not fetch {what} from {url}: {exc or type(exc).__name__}") from None
-    try:
-        return status, msgspec.json.decode(body) if body else None
-    except msgspec.DecodeError:
-        return status, None
+        raise AuthorizationFailed(f"could not reach {what} at {url}: {exc or type(exc).__name__}") from None
+    except TooLarge as exc:
+        raise AuthorizationFailed(f"{what}: {exc}") from None
+    if answer_headers is not None:
+        answer_headers.update((k.lower(), v) for k, v in got.items())
+    return status, json_or_none(body)
+
+
+async def get_json(http: httpx.AsyncClient, url: str, what: str) -> tuple[int, Any]:
+    return await request_json(http, "GET", url, what)
 
 
 def resource_matches(server_url: str, resource: str) -> bool:

@@ -23,13 +23,15 @@ import trio
 
 from ..errors import AuthorizationFailed
 from .authorizers import Authorizer, LoopbackAuthorizer
-from .challenge import Challenge, bearer_challenge
+from .challenge import Challenge, parse_challenges
+from .dpop import ALG as DPOP_ALG, DPoPKey
 from .discovery import ResourceInfo, ServerInfo, find_resource_info, find_server_info
 from .grants import JWT_BEARER, ClientIdentity, TokenError, Tokens, pkce_pair, register, token_request
 from .store import MemoryTokenStore, TokenStore
 
 log = logging.getLogger("mcpkit.client.oauth")
-Assertion = str | Callable[[], "str | Awaitable[str]"]
+#: a JWT bearer assertion, or what makes one for (issuer, resource, scopes)
+Assertion = str | Callable[[str, str, list[str]], "str | Awaitable[str]"]
 
 
 @dataclass
@@ -39,6 +41,8 @@ class _Grant:
     tokens: Tokens
     client: ClientIdentity | None
     requested: list[str] = field(default_factory=list)
+    #: the key a DPoP-bound token is bound to (None: a bearer token)
+    dpop: DPoPKey | None = None
 
 
 class OAuth(httpx.Auth):
@@ -47,12 +51,15 @@ class OAuth(httpx.Auth):
     ``grant``: "authorization_code" (a person consents through ``authorizer``, by default a
     browser and a loopback listener), "client_credentials" (the client acts for itself: give
     ``client_id`` and ``client_secret`` or ``private_key``), or "jwt_bearer" (a signed
-    ``assertion`` from elsewhere, e.g. a workload identity). ``client_id`` (and secret) are
+    ``assertion`` from elsewhere: a workload identity token, or an ``IdJagExchange`` for
+    enterprise-managed authorization). ``client_id`` (and secret) are
     pre-registered credentials, bound to ``client_issuer`` when given; ``client_metadata_url``
     is this client's metadata document (used where the server supports them); otherwise the
     client registers itself where the server allows it. ``scopes`` replaces the scopes the
     server suggests. ``store`` keeps tokens and registrations (memory by default; a
-    :class:`FileTokenStore` keeps them between runs).
+    :class:`FileTokenStore` keeps them between runs). ``dpop``: bind tokens to a key of the
+    client's (RFC 9449) — None does so when the resource server's challenge asks for DPoP and
+    the authorization server supports it.
     """
 
     requires_request_body = True
@@ -63,7 +70,8 @@ class OAuth(httpx.Auth):
                  private_key: str | None = None, signing_alg: str = "ES256", client_issuer: str | None = None,
                  client_metadata_url: str | None = None, scopes: Iterable[str] | None = None,
                  assertion: Assertion | None = None, application_type: str = "native",
-                 offline_access: bool = True, max_step_ups: int = 2, timeout: float = 30.0) -> None:
+                 offline_access: bool = True, max_step_ups: int = 2, timeout: float = 30.0,
+                 dpop: bool | None = None) -> None:
         if grant not in ("authorization_code", "client_credentials", "jwt_bearer"):
             raise ValueError(f"unknown grant {grant!r}")
         if grant == "client_credentials" and not client_id:
@@ -83,6 +91,7 @@ class OAuth(httpx.Auth):
         self.offline_access = offline_access
         self.max_step_ups = max_step_ups
         self.timeout = timeout
+        self.dpop = dpop
         self._grants: dict[str, _Grant] = {}
         self._lock = trio.Lock()
 
@@ -93,16 +102,22 @@ class OAuth(httpx.Auth):
             grant = await self._usable(url)
         sent = self._apply(request, grant)
         response = yield request
+        if self._nonce_asked(grant, sent, response):  # DPoP: once more, with the server's nonce
+            sent = self._apply(request, grant)
+            response = yield request
         if response.status_code == 401:
-            challenge = bearer_challenge(response.headers.get("www-authenticate"))
+            challenge, dpop_wanted = auth_challenge(response.headers.get("www-authenticate"))
             async with self._lock:
                 grant = self._grants.get(url)
                 if grant is None or grant.tokens.access_token == sent:
-                    grant = await self._authorize(url, challenge, grant, step_up=False)
+                    grant = await self._authorize(url, challenge, grant, step_up=False, dpop_wanted=dpop_wanted)
             sent = self._apply(request, grant)
             response = yield request
+            if self._nonce_asked(grant, sent, response):
+                sent = self._apply(request, grant)
+                response = yield request
         for _ in range(self.max_step_ups):
-            challenge = bearer_challenge(response.headers.get("www-authenticate"))
+            challenge, dpop_wanted = auth_challenge(response.headers.get("www-authenticate"))
             if response.status_code != 403 or challenge is None or challenge.params.get("error") != "insufficient_scope":
                 break
             async with self._lock:
@@ -113,16 +128,30 @@ class OAuth(httpx.Auth):
                         log.warning("the server asks for scopes %s, which the token already has: not asking again",
                                     " ".join(needed))
                         break
-                    grant = await self._authorize(url, challenge, grant, step_up=True)
+                    grant = await self._authorize(url, challenge, grant, step_up=True, dpop_wanted=dpop_wanted)
             sent = self._apply(request, grant)
             response = yield request
 
     def _apply(self, request: httpx.Request, grant: _Grant | None) -> str | None:
+        request.headers.pop("DPoP", None)
         if grant is None:
             request.headers.pop("Authorization", None)
             return None
-        request.headers["Authorization"] = f"Bearer {grant.tokens.access_token}"
-        return grant.tokens.access_token
+        token = grant.tokens.access_token
+        if grant.dpop is not None:  # a fresh proof for every request, the token hashed in
+            request.headers["Authorization"] = f"DPoP {token}"
+            request.headers["DPoP"] = grant.dpop.proof(request.method, str(request.url), access_token=token)
+        else:
+            request.headers["Authorization"] = f"Bearer {token}"
+        return token
+
+    def _nonce_asked(self, grant: _Grant | None, sent: str | None, response: httpx.Response) -> bool:
+        """Keep a DPoP nonce the server sent; True when it refused the request for want of it."""
+        if grant is None or grant.dpop is None or sent != grant.tokens.access_token:
+            return False
+        fresh = grant.dpop.remember_nonce(str(response.request.url), response.headers)
+        challenge = next((c for c in parse_challenges(response.headers.get("www-authenticate", "")) if c.scheme == "dpop"), None)
+        return fresh and response.status_code == 401 and challenge is not None and challenge.params.get("error") == "use_dpop_nonce"
 
     # -- tokens held -----------------------------------------------------------------------------
     async def _usable(self, url: str) -> _Grant | None:
@@ -132,8 +161,9 @@ class OAuth(httpx.Auth):
             saved = await self.store.get(f"tokens {url}")
             if saved and isinstance(saved.get("tokens"), dict):
                 client = saved.get("client")
+                key = saved.get("dpop_key")
                 grant = _Grant(Tokens.from_dict(saved["tokens"]), ClientIdentity.from_dict(client) if isinstance(client, dict) else None,
-                               list(saved.get("requested") or []))
+                               list(saved.get("requested") or []), DPoPKey(key) if isinstance(key, str) else None)
                 self._grants[url] = grant
         if grant is None or not grant.tokens.expired():
             return grant
@@ -150,16 +180,19 @@ class OAuth(httpx.Auth):
     async def _refresh(self, http: httpx.AsyncClient, url: str, server: ServerInfo, grant: _Grant) -> _Grant:
         old = grant.tokens
         data = {"grant_type": "refresh_token", "refresh_token": old.refresh_token or "", "resource": old.resource}
-        tokens = await token_request(http, server, grant.client, data, old.resource, asked_scopes=old.scopes)
+        tokens = await token_request(http, server, grant.client, data, old.resource, asked_scopes=old.scopes, dpop=grant.dpop)
         tokens.refresh_token = tokens.refresh_token or old.refresh_token
         log.info("refreshed the access token for %s", url)
-        return await self._keep(url, _Grant(tokens, grant.client, grant.requested))
+        return await self._keep(url, _Grant(tokens, grant.client, grant.requested, grant.dpop))
 
     async def _keep(self, url: str, grant: _Grant) -> _Grant:
+        if grant.tokens.token_type != "DPoP":
+            grant.dpop = None  # the server issued a bearer token after all
         self._grants[url] = grant
         await self.store.set(f"tokens {url}", {"tokens": grant.tokens.to_dict(),
                                                "client": grant.client.to_dict() if grant.client else None,
-                                               "requested": grant.requested})
+                                               "requested": grant.requested,
+                                               "dpop_key": grant.dpop.pem if grant.dpop else None})
         return grant
 
     async def _forget(self, url: str) -> None:
@@ -170,7 +203,8 @@ class OAuth(httpx.Auth):
         return httpx.AsyncClient(timeout=self.timeout, follow_redirects=False)
 
     # -- getting a token -----------------------------------------------------------------------
-    async def _authorize(self, url: str, challenge: Challenge | None, held: _Grant | None, *, step_up: bool) -> _Grant:
+    async def _authorize(self, url: str, challenge: Challenge | None, held: _Grant | None, *, step_up: bool,
+                         dpop_wanted: bool = False) -> _Grant:
         async with self._http() as http:
             info = await find_resource_info(http, url, challenge)
             if info is None:
@@ -186,11 +220,22 @@ class OAuth(httpx.Auth):
                 except TokenError as exc:
                     log.info("refresh refused (%s); authorizing again", exc.error or exc)
             scopes = self._scopes(challenge, info, server, held, step_up)
+            key = self._dpop_key(server, held, dpop_wanted)
             if self.grant == "authorization_code":
-                tokens, client = await self._authorization_code(http, info, server, scopes)
+                tokens, client = await self._authorization_code(http, info, server, scopes, key)
             else:
-                tokens, client = await self._direct_grant(http, info, server, scopes), self.client
-            return await self._keep(url, _Grant(tokens, client, scopes))
+                tokens, client = await self._direct_grant(http, info, server, scopes, key), self.client
+            return await self._keep(url, _Grant(tokens, client, scopes, key))
+
+    def _dpop_key(self, server: ServerInfo, held: _Grant | None, wanted: bool) -> DPoPKey | None:
+        """The key to bind the next token to, or None for a bearer token."""
+        if self.dpop is False or not (self.dpop or wanted or (held is not None and held.dpop is not None)):
+            return None
+        if not server.supports("dpop_signing_alg_values_supported", DPOP_ALG):
+            if self.dpop:
+                raise AuthorizationFailed(f"authorization server {server.issuer} does not bind tokens with DPoP {DPOP_ALG}")
+            return None
+        return held.dpop if held is not None and held.dpop is not None else DPoPKey()
 
     def _scopes(self, challenge: Challenge | None, info: ResourceInfo, server: ServerInfo, held: _Grant | None,
                 step_up: bool) -> list[str]:
@@ -238,7 +283,7 @@ class OAuth(httpx.Auth):
         return client
 
     async def _authorization_code(self, http: httpx.AsyncClient, info: ResourceInfo, server: ServerInfo,
-                                  scopes: list[str]) -> tuple[Tokens, ClientIdentity]:
+                                  scopes: list[str], dpop: DPoPKey | None) -> tuple[Tokens, ClientIdentity]:
         if not server.supports("code_challenge_methods_supported", "S256"):
             raise AuthorizationFailed(f"authorization server {server.issuer} does not advertise PKCE with S256: refusing to use it")
         endpoint = server.endpoint("authorization_endpoint")
@@ -260,9 +305,10 @@ class OAuth(httpx.Auth):
         check_authorization_response(answer, server, state)
         data = {"grant_type": "authorization_code", "code": answer["code"], "redirect_uri": redirect,
                 "code_verifier": verifier, "resource": info.resource}
-        return await token_request(http, server, client, data, info.resource, asked_scopes=scopes), client
+        return await token_request(http, server, client, data, info.resource, asked_scopes=scopes, dpop=dpop), client
 
-    async def _direct_grant(self, http: httpx.AsyncClient, info: ResourceInfo, server: ServerInfo, scopes: list[str]) -> Tokens:
+    async def _direct_grant(self, http: httpx.AsyncClient, info: ResourceInfo, server: ServerInfo, scopes: list[str],
+                            dpop: DPoPKey | None) -> Tokens:
         """client_credentials or jwt_bearer: no person involved."""
         data = {"resource": info.resource}
         if scopes:
@@ -270,13 +316,20 @@ class OAuth(httpx.Auth):
         if self.grant == "client_credentials":
             data["grant_type"] = "client_credentials"
         else:
-            value = self.assertion() if callable(self.assertion) else self.assertion
+            value = self.assertion(server.issuer, info.resource, scopes) if callable(self.assertion) else self.assertion
             if isinstance(value, Awaitable):
                 value = await value
             data.update(grant_type=JWT_BEARER, assertion=str(value))
         if self.client is not None and self.client.issuer not in (None, server.issuer):
             raise AuthorizationFailed(f"the client credentials are for {self.client.issuer}, not {server.issuer}")
-        return await token_request(http, server, self.client, data, info.resource, asked_scopes=scopes)
+        return await token_request(http, server, self.client, data, info.resource, asked_scopes=scopes, dpop=dpop)
+
+
+def auth_challenge(header: str | None) -> tuple[Challenge | None, bool]:
+    """The challenge to act on (Bearer, else DPoP) and whether the server asks for DPoP."""
+    found = parse_challenges(header or "")
+    dpop = next((c for c in found if c.scheme == "dpop"), None)
+    return next((c for c in found if c.scheme == "bearer"), dpop), dpop is not None
 
 
 def check_authorization_response(answer: dict[str, str], server: ServerInfo, state: str) -> None:

@@ -12,10 +12,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
-import msgspec
 
 from ..errors import AuthorizationFailed
-from .discovery import MAX_DOCUMENT_BYTES, ServerInfo
+from .discovery import ServerInfo, request_json
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -102,23 +101,11 @@ def choose_auth_method(server: ServerInfo, has_secret: bool, has_key: bool = Fal
 
 
 async def post_form(http: httpx.AsyncClient, url: str, data: dict[str, str], headers: dict[str, str] | None = None,
-                    *, json_body: Any = None, what: str = "the token endpoint") -> tuple[int, Any]:
+                    *, json_body: Any = None, what: str = "the token endpoint",
+                    answer_headers: dict[str, str] | None = None) -> tuple[int, Any]:
     """POST a form (or JSON) and decode the JSON answer (bounded)."""
-    try:
-        kwargs: dict[str, Any] = {"json": json_body} if json_body is not None else {"data": data}
-        async with http.stream("POST", url, headers={"Accept": "application/json", **(headers or {})}, **kwargs) as resp:
-            body = b""
-            async for chunk in resp.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_DOCUMENT_BYTES:
-                    raise AuthorizationFailed(f"the answer of {what} is larger than {MAX_DOCUMENT_BYTES} bytes")
-            status = resp.status_code
-    except httpx.HTTPError as exc:
-        raise AuthorizationFailed(f"could not reach {what} at {url}: {exc or type(exc).__name__}") from None
-    try:
-        return status, msgspec.json.decode(body) if body else None
-    except msgspec.DecodeError:
-        return status, None
+    body: dict[str, Any] = {"json": json_body} if json_body is not None else {"data": data}
+    return await request_json(http, "POST", url, what, headers=dict(headers or {}), answer_headers=answer_headers, **body)
 
 
 async def register(http: httpx.AsyncClient, server: ServerInfo, metadata: dict[str, Any]) -> ClientIdentity:
@@ -169,17 +156,25 @@ def signed_assertion(private_key: str, alg: str, *, iss: str, sub: str, aud: str
 
 
 async def token_request(http: httpx.AsyncClient, server: ServerInfo, client: ClientIdentity | None, data: dict[str, str],
-                        resource: str, *, asked_scopes: list[str] | None = None,
-                        headers: dict[str, str] | None = None) -> Tokens:
-    """One request to the token endpoint; the tokens it answers, or TokenError."""
+                        resource: str, *, asked_scopes: list[str] | None = None, dpop: Any = None) -> Tokens:
+    """One request to the token endpoint (retried once with the server's nonce when a DPoP
+    proof is asked for one); the tokens it answers, or TokenError."""
     endpoint = server.endpoint("token_endpoint")
     if endpoint is None:
         raise AuthorizationFailed(f"authorization server {server.issuer} names no token endpoint")
-    hdrs = dict(headers or {})
-    form = dict(data)
-    if client is not None:
-        authenticate_client(client, server, form, hdrs)
-    status, doc = await post_form(http, endpoint, form, hdrs)
+    for attempt in range(2):
+        hdrs: dict[str, str] = {}
+        form = dict(data)
+        if client is not None:
+            authenticate_client(client, server, form, hdrs)  # a fresh assertion each time
+        if dpop is not None:
+            hdrs["DPoP"] = dpop.proof("POST", endpoint)
+        answer: dict[str, str] = {}
+        status, doc = await post_form(http, endpoint, form, hdrs, answer_headers=answer)
+        retry = (dpop is not None and status == 400 and isinstance(doc, dict) and doc.get("error") == "use_dpop_nonce"
+                 and dpop.remember_nonce(endpoint, answer))
+        if not retry or attempt:
+            break
     if status != 200 or not isinstance(doc, dict):
         error = doc.get("error") if isinstance(doc, dict) and isinstance(doc.get("error"), str) else None
         raise TokenError(f"the token endpoint of {server.issuer} refused (HTTP {status}){_error_text(doc)}", error)

@@ -7,12 +7,10 @@ import hmac
 from typing import Any, Callable, Mapping
 
 import httpx
-import msgspec
 
+from ....client.oauth.fetch import TooLarge, json_or_none, read_bounded
 from ....server.auth import AuthSettings, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
 
-#: JSON documents larger than this (key sets, metadata, introspection answers) are refused
-MAX_DOCUMENT_BYTES = 1024 * 1024
 Factory = Callable[[AuthSettings], TokenVerifier]
 
 
@@ -75,23 +73,17 @@ def http_client(auth: AuthSettings) -> httpx.AsyncClient:
 async def fetch_json(client: httpx.AsyncClient, method: str, url: str, what: str, **kwargs: Any) -> tuple[int, Any]:
     """(status, decoded JSON) of one request; VerifierUnavailable when it cannot be had."""
     try:
-        async with client.stream(method, url, **kwargs) as resp:
-            body = b""
-            async for chunk in resp.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_DOCUMENT_BYTES:
-                    raise VerifierUnavailable(f"{what} at {url} is larger than {MAX_DOCUMENT_BYTES} bytes")
-            status = resp.status_code
+        status, body, _ = await read_bounded(client, method, url, **kwargs)
     except httpx.HTTPError as exc:
         raise VerifierUnavailable(f"{what} at {url} could not be fetched: {type(exc).__name__}: {exc or 'no detail'}") from None
+    except TooLarge as exc:
+        raise VerifierUnavailable(f"{what}: {exc}") from None
     if status >= 500:
         raise VerifierUnavailable(f"{what} at {url} answered HTTP {status}")
-    try:
-        return status, msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        if status >= 400:
-            return status, None
-        raise VerifierUnavailable(f"{what} at {url} is not JSON (HTTP {status})") from None
+    doc = json_or_none(body)
+    if doc is None and status < 400:
+        raise VerifierUnavailable(f"{what} at {url} is not JSON (HTTP {status})")
+    return status, doc
 
 
 def scopes_of(claims: Mapping[str, Any], claim: str | None) -> list[str]:
