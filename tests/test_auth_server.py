@@ -236,3 +236,23 @@ def test_bad_settings_refuse_to_start(scoped_env) -> None:
         run = subprocess.run([MCPKIT, "serve", "--transport", "http", "--port", "0", "--plugin", "scoped", *args],
                              capture_output=True, text=True, timeout=30, env={**__import__("os").environ, **scoped_env})
         assert run.returncode != 0 and message in run.stderr and "Traceback" not in run.stderr, (args, run.stderr)
+
+
+def test_any_bearer_value_is_a_clean_refusal(rs: HttpServer) -> None:
+    """Whatever follows "Bearer " (printable header text), the answer is a 401 with a
+    challenge: never a 500, never the value echoed back."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    alphabet = st.characters(min_codepoint=0x21, max_codepoint=0x7E)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.one_of(st.text(alphabet, min_size=1, max_size=300),
+                     st.lists(st.text(alphabet, min_size=1, max_size=60), min_size=3, max_size=3).map(".".join)))
+    def check(value: str) -> None:
+        status, h, reply = rs.call("POST", "/mcp", {}, {"Authorization": f"Bearer {value}"})
+        assert status == 401 and challenge(h)["error"] == "invalid_token"
+        if len(value) >= 8:  # shorter ones turn up in any text by chance
+            assert value not in h["www-authenticate"] and value.encode() not in reply
+
+    check()
