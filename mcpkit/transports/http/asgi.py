@@ -25,7 +25,7 @@ from .security import Guard
 from .sessions import SessionManager
 from .streamable import Streamable
 from .accesslog import AccessLog
-from .auth import PRM_PATH, ResourceServer
+from .auth import ResourceServer
 from .exchange import AsgiExchange, Exchange, Receive, Scope, Send
 from .wire import BodyTooLarge, Disconnected, error_body, rest_error
 
@@ -177,7 +177,7 @@ class HttpApp:
             await ex.respond(204, headers=self.guard.preflight_headers())
             return
         if self.auth is not None and path != "/healthz":
-            if path.startswith(PRM_PATH):
+            if self.auth.is_metadata_path(path):
                 await self.auth.serve_metadata(ex)
                 return
             ex.principal = await self.auth.authenticate(ex)

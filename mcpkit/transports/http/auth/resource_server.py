@@ -94,8 +94,12 @@ class ResourceServer:
             doc["resource_documentation"] = a.resource_documentation
         return doc
 
+    @staticmethod
+    def is_metadata_path(path: str) -> bool:
+        return path == PRM_PATH or path.startswith(PRM_PATH + "/")
+
     async def serve_metadata(self, ex: Exchange) -> None:
-        if ex.method not in ("GET", "HEAD"):
+        if ex.method != "GET":
             await ex.respond(405, msgspec.json.encode({"error": "method_not_allowed"}), [(b"allow", b"GET, OPTIONS")])
             return
         await ex.respond(200, msgspec.json.encode(self.metadata(ex)), [(b"cache-control", b"public, max-age=300")])
@@ -137,7 +141,8 @@ class ResourceServer:
                 if not isinstance(principal, Principal):
                     raise TypeError(f"verify() returned {type(principal).__name__}, not a Principal")
             except InvalidToken as exc:
-                reason = str(exc) or "the token is not valid"
+                # a provider's message must not carry the token out (into the answer, the log)
+                reason = (str(exc) or "the token is not valid").replace(token, "[token]")
             except VerifierUnavailable as exc:
                 log.warning("token verification unavailable: %s", exc)
                 await self.refuse(ex, 503, "Service Unavailable: the token cannot be verified now; try again", [(b"retry-after", b"5")])
