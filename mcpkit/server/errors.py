@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 
+class DefinitionError(TypeError):
+    """A tool, resource or prompt definition that can never work (raised where it is declared),
+    naming the item and the parameter at fault."""
+
+
 class ToolError(Exception):
     """Raise from a tool to return an ``isError`` result with this message (no traceback)."""
 
