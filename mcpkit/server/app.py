@@ -7,6 +7,7 @@ from typing import Any
 
 from .._version import __version__
 from ..protocol.connection import ServerConnection
+from .middleware import Chain
 from .mrtr import StateSealer
 from .registry import ChangeHub, Registry
 from .settings import Settings
@@ -19,6 +20,10 @@ class PluginInfo:
     version: str | None = None
     error: str | None = None
     loaded: bool = False
+    #: load-time mistakes that did not stop the plugin (an unmarked hook, an untyped parameter)
+    warnings: list[str] = field(default_factory=list)
+    #: names this plugin offers that an earlier plugin took ({"kind", "name", "plugin"})
+    conflicts: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -27,6 +32,8 @@ class App:
     settings: Settings = field(default_factory=Settings)
     plugins: list[PluginInfo] = field(default_factory=list)
     hub: ChangeHub = field(default_factory=ChangeHub)
+    #: middleware wrapping requests, in order (see :mod:`mcpkit.server.middleware`)
+    middleware: Chain = field(default_factory=Chain)
 
     def __post_init__(self) -> None:
         secret = self.settings.state_secret
