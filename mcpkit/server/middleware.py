@@ -19,6 +19,8 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import msgspec
 
+from .errors import DefinitionError
+
 Next = Callable[[], Awaitable[dict[str, Any]]]
 MiddlewareFn = Callable[["Call", Next], Awaitable[dict[str, Any]]]
 
@@ -56,7 +58,7 @@ class MiddlewareDef:
                  methods: Iterable[str] | None = None) -> None:
         call = fn if inspect.iscoroutinefunction(fn) else getattr(fn, "__call__", None)
         if not inspect.iscoroutinefunction(call):
-            raise TypeError(f"middleware {name or getattr(fn, '__name__', fn)!r} must be an async function "
+            raise DefinitionError(f"middleware {name or getattr(fn, '__name__', fn)!r} must be an async function "
                             f"taking (call, call_next)")
         self.fn = fn
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
