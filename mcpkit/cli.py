@@ -168,8 +168,10 @@ def serving_summary(app: Any) -> str:
 
 def _add_client_commands() -> None:
     from .client.cli import COMMANDS  # click only; the client itself loads when a command runs
+    from .hosts import install_cmd
+    from .scaffold import new_cmd
 
-    for command in COMMANDS:
+    for command in (*COMMANDS, new_cmd, install_cmd):
         main.add_command(command)
 
 
