@@ -112,3 +112,19 @@ async def test_the_pytest_fixture(mcpkit_client: mc.Client) -> None:
     result = await mcpkit_client.call_tool("forecast", {"city": "Lima"})
     assert result.structured["city"] == "Lima" and not result.is_error
     assert [t["name"] for t in await mcpkit_client.list_tools()][:2] == ["greet", "count"]
+
+
+async def test_prefix_and_rename_cover_prompts_completions_and_resources() -> None:
+    config = {"plugins": {"hello": {"prefix": "hi", "rename": {"greet": "say_hello",
+                                                                "hello://people/{name}": "friends://{name}"}}}}
+    async with mcpkit.testing.connect({"hello": hello_plugin}, config=config) as client:
+        names = [t["name"] for t in await client.list_tools()]
+        assert names[:3] == ["say_hello", "hi_count", "hi_forecast"]
+        assert [p["name"] for p in await client.list_prompts()] == ["hi_introduce"]
+        assert await client.complete({"type": "ref/prompt", "name": "hi_introduce"}, "style", "f") == ["formal", "friendly", "funny"]
+        assert [t["uriTemplate"] for t in await client.list_resource_templates()] == ["friends://{name}"]
+        (content,) = await client.read_resource("friends://Ida")
+        assert content["text"] == "Ida is a friend of the hello plugin."
+    bad = {"plugins": {"hello": {"rename": {"hello://people/{name}": "friends://{who}"}}}}
+    with pytest.raises(PluginError, match=r"the URI variable \{who\} is not a parameter"):
+        mcpkit.testing.build_app({"hello": hello_plugin}, bad)
