@@ -12,27 +12,29 @@ import pytest
 from .helpers import Server
 from .test_plugins import CLASH, ECHO, env_for, make_dist, run_cli, site, tool_names  # noqa: F401 (site: fixture)
 
-UNMARKED = """
+PING = """
     import mcpkit
 
     @mcpkit.tool
     async def ping() -> str:
         return "pong"
+"""
 
+UNMARKED = PING + """
     def mcpkit_tools(config):          # no @mcpkit.hookimpl
         return [ping]
 """
 
-MISSPELLED = """
-    import mcpkit
-
-    @mcpkit.tool
-    async def ping() -> str:
-        return "pong"
-
+MISSPELLED = PING + """
     @mcpkit.hookimpl
     def mcpkit_tool(config):           # the hook is mcpkit_tools
         return [ping]
+"""
+
+TWICE = PING + """
+    @mcpkit.hookimpl
+    def mcpkit_tools(config):
+        return [ping, ping]
 """
 
 TEMPLATE_MISMATCH = """
@@ -73,19 +75,6 @@ UNTYPED = """
     def mcpkit_tools(config):
         return [shout]
 """
-
-TWICE = """
-    import mcpkit
-
-    @mcpkit.tool
-    async def ping() -> str:
-        return "pong"
-
-    @mcpkit.hookimpl
-    def mcpkit_tools(config):
-        return [ping, ping]
-"""
-
 
 def plugin_rows(site: Path, *args: str, **env: str) -> dict[str, dict]:
     proc = run_cli(site, "plugins", "--json", *args, **env)
