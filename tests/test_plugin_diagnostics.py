@@ -5,9 +5,14 @@ Real plugin distributions on PYTHONPATH, real `mcpkit` subprocesses."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+
+import mcpkit
+import mcpkit.testing
+from mcpkit.plugins.loader import PluginError
 
 from .helpers import Server
 from .test_plugins import CLASH, ECHO, env_for, make_dist, run_cli, site, tool_names  # noqa: F401 (site: fixture)
@@ -181,3 +186,55 @@ def test_setting_errors_name_the_variable(site: Path) -> None:
     proc = run_cli(site, "plugins", MCPKIT_DEFAULT_TIMEOUT="abc")
     assert proc.returncode == 1
     assert "MCPKIT_DEFAULT_TIMEOUT=abc: expected a number" in proc.stderr and "Traceback" not in proc.stderr
+
+
+class _Nothing:
+    """A plugin object with no hooks at all."""
+
+
+class _NotAList:
+    @mcpkit.hookimpl
+    def mcpkit_tools(self) -> object:
+        @mcpkit.tool
+        async def lonely() -> str:
+            return ""
+        return lonely  # not in a list
+
+
+class _NotAnItem:
+    @mcpkit.hookimpl
+    def mcpkit_prompts(self) -> list[object]:
+        return ["a prompt?"]
+
+
+class _Empty:
+    @mcpkit.hookimpl
+    def mcpkit_tools(self) -> list[object]:
+        return []
+
+
+class _BadHookArgument:
+    @mcpkit.hookimpl
+    def mcpkit_tools(self, settings: dict) -> list[object]:  # the hook's argument is `config`
+        return []
+
+
+@pytest.mark.parametrize("plugin, config, message, fatal_only_when_strict", [
+    (_Nothing(), {}, "implements no mcpkit hook", True),
+    (_NotAList(), {}, "mcpkit_tools returned ToolDef; it must return a list", False),
+    (_NotAnItem(), {}, "returned 'a prompt?', which is not a tool, resource, prompt or completion", False),
+    (_BadHookArgument(), {}, "invalid hook", False),
+    (_Empty(), {"prefix": 5}, "[plugins.oops] prefix must be a string", False),
+    (_Empty(), {"rename": {"a": 1}}, "[plugins.oops] rename must be a table", False),
+])
+def test_more_load_time_mistakes(plugin: object, config: dict, message: str, fatal_only_when_strict: bool) -> None:
+    cfg = {"plugins": {"oops": config}}
+    with pytest.raises(PluginError, match=re.escape(message)) as raised:
+        mcpkit.testing.build_app({"oops": plugin}, cfg, strict=True)
+    assert str(raised.value).startswith("plugin oops: ")
+    app, _, _ = mcpkit.testing.build_app({"oops": plugin}, cfg, strict=False)
+    (info,) = app.plugins
+    if fatal_only_when_strict:  # a warning: the plugin still loads
+        assert info.loaded and any(message in w for w in info.warnings)
+    else:  # an error: the plugin is left out
+        assert not info.loaded and message in (info.error or "")
