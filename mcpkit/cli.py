@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import sys
@@ -35,10 +36,17 @@ class _Group(click.Group):
         return self._plugin_cmds
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(self._plugins()))
+        return sorted(set(super().list_commands(ctx)) | set(_LAZY) | set(self._plugins()))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in _LAZY and name not in self.commands:  # imported only when used
+            module, attr = _LAZY[name]
+            self.add_command(getattr(importlib.import_module(module), attr), name)
         return super().get_command(ctx, name) or self._plugins().get(name)
+
+
+#: commands whose modules load only when the command runs (serve's start-up does not pay for them)
+_LAZY = {"new": ("mcpkit.scaffold", "new_cmd"), "install": ("mcpkit.hosts", "install_cmd")}
 
 
 @click.group(cls=_Group)
@@ -168,10 +176,8 @@ def serving_summary(app: Any) -> str:
 
 def _add_client_commands() -> None:
     from .client.cli import COMMANDS  # click only; the client itself loads when a command runs
-    from .hosts import install_cmd
-    from .scaffold import new_cmd
 
-    for command in (*COMMANDS, new_cmd, install_cmd):
+    for command in COMMANDS:
         main.add_command(command)
 
 
