@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.mcpkit-installed
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
 EDITABLES   := -e '.[test]' $(foreach p,$(PLUGIN_DIRS),-e $(p))
 
-.PHONY: install serve test fixtures conformance conformance-client bench dist clean
+.PHONY: install serve test fixtures conformance conformance-client bench bench-http dist fuzz clean
 
 install: $(STAMP)
 
@@ -61,6 +61,19 @@ dist: install
 	@rm -f $(DIST)/mcpkit*.whl
 	$(PY) -m pip wheel --quiet --no-deps --wheel-dir $(DIST) . $(PLUGIN_DIRS)
 	@ls $(DIST)/*.whl
+
+# HTTP: mcpkit (own server, and on hypercorn) against the official SDK, with wrk (installed
+# from Debian's packages when missing; that needs root).
+bench-http: install
+	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
+	$(PY) bench/bench_http.py
+
+# The fuzz and abuse campaign against real servers, 3 minutes per transport (a short run is in
+# `make test`). FUZZ_SECONDS and FUZZ_SEED change it; the report goes to .fuzz-report.json too.
+FUZZ_SECONDS ?= 180
+FUZZ_SEED ?= 1
+fuzz: install fixtures
+	$(PY) fuzz/campaign.py --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --out .fuzz-report.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .conformance dist

@@ -1,9 +1,18 @@
-"""HTTP benchmark: tools/call throughput, mcpkit vs the official SDK, side by side in one run.
+"""HTTP benchmark: tools/call over Streamable HTTP, mcpkit against the official SDK, in one run.
 
-Two comparisons, each with 8 keep-alive connections driven by wrk (Debian package `wrk`):
-  * stateless: 2026-07-28 requests (headers + _meta), JSON answers — mcpkit vs SDK stateless_http+json_response;
-  * stateful: a handshake-era session (Mcp-Session-Id) — mcpkit's default vs the SDK's default (SSE-framed).
-Also the server CPU per call (from /proc). Run: `make bench-http` or `.venv/bin/python bench/bench_http.py [--seconds 10]`.
+    make bench-http      (or .venv/bin/python bench/bench_http.py [--seconds 5] [--rounds 3] [--conns 1,8,64])
+
+Servers, all started once and measured in alternating rounds (this VM drifts by tens of
+percent within minutes, so every round measures every server back to back):
+  * mcpkit          `mcpkit serve --transport http` on mcpkit's own HTTP/1.1 server
+  * mcpkit-hypercorn the same app on hypercorn (`--server hypercorn`)
+  * sdk-stateless   the SDK (uvicorn) with stateless_http=True, json_response=True
+  * sdk-stateful    the SDK's default: sessions, SSE-framed answers
+Two eras: 2026-07-28 stateless requests (mcpkit and sdk-stateless) and the handshake era with a
+session (mcpkit and sdk-stateful). wrk drives keep-alive connections (1, 8, 64); figures are
+medians over the rounds: requests/s, server CPU per request (from /proc), p50 and p99 latency.
+Then 1,000 idle SSE streams per server, and the server's RSS growth for holding them.
+A chart (docs/benchmarks-http.svg) shows requests/s and CPU per request per server and era.
 """
 
 from __future__ import annotations
@@ -15,11 +24,14 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from chart import bar_chart
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
@@ -30,6 +42,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"}}
 CALL = {"name": "greet", "arguments": {"name": "bench"}}
+ACCEPT = "application/json, text/event-stream"
+SERVERS = {"stateless": ("mcpkit", "mcpkit-hypercorn", "sdk-stateless"), "session": ("mcpkit", "mcpkit-hypercorn", "sdk-stateful")}
 
 
 def free_port() -> int:
@@ -43,100 +57,179 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def wait_port(port: int, timeout: float = 30) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Server:
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.port = free_port()
+        if kind.startswith("mcpkit"):
+            cmd = [str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", str(self.port), "--plugin", "hello",
+                   "--server", "hypercorn" if kind == "mcpkit-hypercorn" else "mcpkit"]
+        else:
+            cmd = [sys.executable, str(HERE / "sdk_http_server.py"), str(self.port),
+                   "stateless-json" if kind == "sdk-stateless" else "default"]
+        env = dict(os.environ, MCPKIT_LOG_LEVEL="error", MCPKIT_MAX_CONNECTIONS="4096", MCPKIT_MAX_SESSIONS="4096")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"{kind} did not start")
+
+    def session(self) -> str:
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
+        c.request("POST", "/mcp", json.dumps(body), {"Content-Type": "application/json", "Accept": ACCEPT})
+        r = c.getresponse()
+        sid = r.getheader("mcp-session-id")
+        r.read()
+        c.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                  {"Content-Type": "application/json", "Accept": ACCEPT, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+        c.getresponse().read()
+        c.close()
+        assert sid, f"{self.kind} opened no session"
+        return sid
+
+    def request(self, era: str) -> tuple[dict[str, str], dict]:
+        base = {"Content-Type": "application/json", "Accept": ACCEPT}
+        if era == "stateless":
+            return ({**base, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "greet"},
+                    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**CALL, "_meta": META}})
+        return ({**base, "Mcp-Session-Id": self.session(), "MCP-Protocol-Version": "2025-11-25"},
+                {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": CALL})
+
+    def stop(self) -> None:
+        self.proc.terminate()
         try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listening on {port}")
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
 
 
-def start(kind: str, mode: str) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    if kind == "mcpkit":
-        cmd = [str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", str(port), "--plugin", "hello"]
-    else:
-        cmd = [sys.executable, str(HERE / "sdk_http_server.py"), str(port), mode]
-    env = dict(os.environ, MCPKIT_LOG_LEVEL="error")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    wait_port(port)
-    return proc, port
-
-
-def session_for(port: int) -> str:
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
-    c.request("POST", "/mcp", json.dumps(body), {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
-    r = c.getresponse()
-    sid = r.getheader("mcp-session-id")
-    r.read()
-    c.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-              {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
-    c.getresponse().read()
-    return sid
-
-
-def lua_script(headers: dict[str, str], body: dict) -> str:
-    hdrs = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items())
-    return f'wrk.method = "POST"\nwrk.body = {json.dumps(json.dumps(body))}\n{hdrs}\n'
-
-
-def check_once(port: int, headers: dict[str, str], body: dict) -> None:
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+def run_wrk(server: Server, headers: dict[str, str], body: dict, conns: int, seconds: float) -> dict[str, float]:
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     c.request("POST", "/mcp", json.dumps(body), headers)
     r = c.getresponse()
     text = r.read().decode()
-    assert r.status == 200 and "Hello, bench." in text, (r.status, text[:300])
-
-
-def run_wrk(port: int, headers: dict[str, str], body: dict, seconds: float, pid: int) -> tuple[float, float]:
-    check_once(port, headers, body)
+    c.close()
+    assert r.status == 200 and "Hello, bench." in text, (server.kind, r.status, text[:300])
+    script = "".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in headers.items())
+    script += f'wrk.method = "POST"\nwrk.body = {json.dumps(json.dumps(body))}\n'
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(lua_script(headers, body))
-    cpu0 = cpu_seconds(pid)
-    out = subprocess.run(["wrk", "-t2", "-c8", f"-d{max(1, round(seconds))}s", "-s", f.name, f"http://127.0.0.1:{port}/mcp"],
-                         capture_output=True, text=True, check=True).stdout
-    cpu = cpu_seconds(pid) - cpu0
+        f.write(script)
+    cpu0 = cpu_seconds(server.proc.pid)
+    out = subprocess.run(["wrk", f"-t{min(2, conns)}", f"-c{conns}", f"-d{max(1, round(seconds))}s", "--latency",
+                          "-s", f.name, f"http://127.0.0.1:{server.port}/mcp"], capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(server.proc.pid) - cpu0
     os.unlink(f.name)
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    assert non2xx is None, out
-    return rps, cpu / max(total, 1) * 1e6
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    assert errors is None, f"{server.kind}: {out}"
+    return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
+            "cpu_us": cpu / max(total, 1) * 1e6, "p50_ms": _latency(out, "50%"), "p99_ms": _latency(out, "99%")}
 
 
-def bench(kind: str, mode: str, seconds: float) -> tuple[float, float]:
-    proc, port = start(kind, mode)
+def _latency(out: str, pct: str) -> float:
+    m = re.search(rf"{re.escape(pct)}\s+([\d.]+)(us|ms|s)", out)
+    if not m:
+        return float("nan")
+    return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+
+
+def idle_streams(server: Server, count: int) -> float:
+    """RSS growth (MiB) for holding ``count`` idle SSE streams: ``count`` sessions, each with
+    its standalone GET stream open and nothing to say."""
+    sids = [server.session() for _ in range(count)]
+    before = rss_mib(server.proc.pid)
+    socks = []
     try:
-        base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-        if mode == "stateless-json":
-            headers = {**base, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "greet"}
-            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**CALL, "_meta": META}}
-        else:
-            headers = {**base, "Mcp-Session-Id": session_for(port), "MCP-Protocol-Version": "2025-11-25"}
-            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": CALL}
-        run_wrk(port, headers, body, min(2.0, seconds), proc.pid)  # warm-up
-        return run_wrk(port, headers, body, seconds, proc.pid)
+        for sid in sids:
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            s.sendall((f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {sid}\r\n"
+                       f"MCP-Protocol-Version: 2025-11-25\r\n\r\n").encode())
+            socks.append(s)
+        for s in socks:
+            assert s.recv(1024).startswith(b"HTTP/1.1 200"), server.kind  # the stream is open
+        time.sleep(1)
+        return rss_mib(server.proc.pid) - before
     finally:
-        proc.terminate()
-        proc.wait(10)
+        for s in socks:
+            s.close()
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=10)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--conns", default="1,8,64")
+    ap.add_argument("--streams", type=int, default=1000)
+    ap.add_argument("--json", type=Path, help="write every figure here")
+    ap.add_argument("--chart", type=Path, default=HERE.parent / "docs" / "benchmarks-http.svg", help="the SVG chart")
+    ap.add_argument("--replot", type=Path, metavar="JSON", help="report and chart again from a --json file, running nothing")
     args = ap.parse_args()
+    if args.replot:
+        saved = json.loads(args.replot.read_text())
+        runs = {tuple(k.split("|")[:2]) + (int(k.split("|")[2]),): v for k, v in saved["runs"].items()}
+        conns = sorted({n for _, _, n in runs})
+        report(runs, saved["streams"], conns, argparse.Namespace(**{**vars(args), "json": None, "streams": saved.get("count", 1000),
+                                                                    "rounds": len(next(iter(runs.values())))}))
+        return
     if shutil.which("wrk") is None:
-        sys.exit("bench_http needs wrk: apt-get install wrk")
-    print(f"machine: {os.cpu_count()} cores; wrk -t2 -c8 for {args.seconds:g} s per server; tools/call greet")
-    print(f"{'':34}{'mcpkit':>14}{'sdk':>14}{'ratio':>8}")
-    for mode, label in (("stateless-json", "stateless (2026-07-28), JSON"), ("default", "stateful session, default mode")):
-        ours, sdk = bench("mcpkit", mode, args.seconds), bench("sdk", mode, args.seconds)
-        print(f"{label + ' calls/s':34}{ours[0]:14.0f}{sdk[0]:14.0f}{ours[0] / sdk[0]:8.2f}")
-        print(f"{'  server CPU per call (us)':34}{ours[1]:14.0f}{sdk[1]:14.0f}{ours[1] / sdk[1]:8.2f}")
+        sys.exit("bench_http needs wrk (Debian package wrk; `make bench-http` installs it)")
+    conns = [int(c) for c in args.conns.split(",")]
+    kinds = sorted({k for ks in SERVERS.values() for k in ks})
+    servers = {k: Server(k) for k in kinds}
+    results: dict[tuple[str, str, int], list[dict[str, float]]] = {}
+    try:
+        requests = {(era, k): servers[k].request(era) for era, ks in SERVERS.items() for k in ks}
+        for era, ks in SERVERS.items():  # warm-up
+            for k in ks:
+                run_wrk(servers[k], *requests[(era, k)], 8, 1)
+        for rnd in range(args.rounds):
+            for era, ks in SERVERS.items():
+                for n in conns:
+                    for k in ks:
+                        results.setdefault((era, k, n), []).append(run_wrk(servers[k], *requests[(era, k)], n, args.seconds))
+            print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
+        streams = {k: idle_streams(servers[k], args.streams) for k in ("mcpkit", "mcpkit-hypercorn", "sdk-stateful")}
+    finally:
+        for s in servers.values():
+            s.stop()
+    report(results, streams, conns, args)
+
+
+def report(results: dict[tuple[str, str, int], list[dict[str, float]]], streams: dict[str, float], conns: list[int],
+           args: argparse.Namespace) -> None:
+    med = {key: {m: statistics.median(r[m] for r in runs) for m in runs[0]} for key, runs in results.items()}
+    print(f"machine: {os.cpu_count()} CPUs; wrk, {args.seconds:g} s per run, {args.rounds} alternating rounds, medians")
+    for era, ks in SERVERS.items():
+        ref = ks[-1]
+        print(f"\n{'2026-07-28 stateless' if era == 'stateless' else 'handshake era, one session'} (ratios against {ref})")
+        print(f"| server | conns | req/s | × | CPU µs/req | × | p50 ms | p99 ms |\n|---|---|---|---|---|---|---|---|")
+        for n in conns:
+            for k in ks:
+                m, r = med[(era, k, n)], med[(era, ref, n)]
+                print(f"| {k} | {n} | {m['rps']:,.0f} | {m['rps'] / r['rps']:.2f} | {m['cpu_us']:.0f} | "
+                      f"{m['cpu_us'] / r['cpu_us']:.2f} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} |")
+    print(f"\n{args.streams} idle SSE streams, RSS growth: " + ", ".join(f"{k} {v:.1f} MiB" for k, v in streams.items()))
+    chart = args.chart
+    groups = [(f"{'stateless' if era == 'stateless' else 'session'} c={n}", [(k, med[(era, k, n)]) for k in ks])
+              for era, ks in SERVERS.items() for n in conns]
+    chart.write_text(bar_chart(groups))
+    print(f"chart: {chart}")
+    if args.json:
+        args.json.write_text(json.dumps({"runs": {f"{e}|{k}|{n}": v for (e, k, n), v in results.items()}, "streams": streams,
+                                         "count": args.streams, "seconds": args.seconds}, indent=1))
 
 
 if __name__ == "__main__":

@@ -102,20 +102,32 @@ def _env_list(name: str) -> list[str]:
               help="Extra allowed Origin (repeatable; * allows any). Loopback origins are always allowed.")
 @click.option("--auth-token", envvar="MCPKIT_AUTH_TOKEN", default=None, help="Require this bearer token on HTTP requests.")
 @click.option("--workers", type=int, default=None, help="HTTP worker processes [default: 1].")
+@click.option("--server", "http_server", type=click.Choice(["mcpkit", "hypercorn"]), default=None,
+              help="HTTP server: mcpkit's own HTTP/1.1 server, or hypercorn (HTTP/2) [default: mcpkit].")
+@click.option("--certfile", type=click.Path(exists=True, dir_okay=False), default=None, help="Serve HTTPS with this PEM certificate chain.")
+@click.option("--keyfile", type=click.Path(exists=True, dir_okay=False), default=None, help="The private key of --certfile (PEM).")
 @_selection
 def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
-          workers: int | None, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
+          workers: int | None, http_server: str | None, certfile: str | None, keyfile: str | None,
+          only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
     """Serve the installed plugins' tools over MCP (stdio by default)."""
-    overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers)) if v is not None}
+    given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("http_server", http_server),
+             ("certfile", certfile), ("keyfile", keyfile))
+    overrides: dict[str, Any] = {k: v for k, v in given if v is not None}
     if allow_origins:
         overrides["allow_origins"] = list(allow_origins)
     app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides)
     if transport != "stdio" and app.settings.workers > 1:
-        from .transports.http.workers import run_workers
+        if app.settings.http_server == "hypercorn":
+            from .transports.http.workers import run_workers
 
-        selection = {"only": list(only), "disable": list(disable), "config_path": config_path, "strict": strict,
-                     "legacy_only": transport == "sse"}
-        sys.exit(run_workers(selection, overrides, app.settings.workers))
+            selection = {"only": list(only), "disable": list(disable), "config_path": config_path, "strict": strict,
+                         "legacy_only": transport == "sse"}
+            sys.exit(run_workers(selection, overrides, app.settings.workers))
+        from .plugins.loader import lifespans as plugin_lifespans
+        from .transports.http.server.workers import run_forked
+
+        sys.exit(run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse"))
     import trio
 
     from .plugins.loader import lifespans

@@ -31,7 +31,7 @@ class HttpServer:
             assert self.proc.stderr is not None
             for line in self.proc.stderr:
                 self.stderr += line
-                m = re.search(rb"serving MCP on http://127\.0\.0\.1:(\d+)/mcp", line)
+                m = re.search(rb"serving MCP on https?://127\.0\.0\.1:(\d+)/mcp", line)
                 if m:
                     self.port = int(m.group(1))
                     found.set()

@@ -105,7 +105,7 @@ def sdk_sse():
 
 
 @pytest.fixture(scope="module")
-def own_http():
+def own_http(http_server_kind):
     """`mcpkit serve --transport http --port 0` with the hello and conformance plugins."""
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [CONFORMANCE, os.environ.get("PYTHONPATH")]))}
     with HttpServer("--plugin", "hello", "--plugin", "conformance", env=env) as srv:

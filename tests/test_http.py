@@ -14,8 +14,11 @@ from .helpers import modern_meta
 from .http_helpers import ACCEPT, INIT, HttpServer, modern_headers, sse_events
 
 
+pytestmark = pytest.mark.usefixtures("http_server_kind")
+
+
 @pytest.fixture(scope="module")
-def srv():
+def srv(http_server_kind):
     with HttpServer("--plugin", "hello") as server:
         yield server
 
@@ -227,3 +230,8 @@ def test_graceful_shutdown_with_open_streams() -> None:
         assert srv.stop(signal.SIGTERM) == 0
         assert time.monotonic() - start < 8
         assert b"Traceback" not in srv.stderr
+
+
+def test_the_chosen_server_answers(srv: HttpServer, http_server_kind: str) -> None:
+    _, h, _ = srv.call("GET", "/healthz")
+    assert h["server"] == ("mcpkit" if http_server_kind == "mcpkit" else "hypercorn-h11")

@@ -12,6 +12,9 @@ from mcp import Client, StdioServerParameters
 from .helpers import MCPKIT
 
 
+pytestmark = pytest.mark.usefixtures("http_server_kind")
+
+
 def _params() -> StdioServerParameters:
     # The SDK hands the server only a few safe variables; PYTHONPATH brings the hello fixture.
     return StdioServerParameters(command=MCPKIT, args=["serve", "--plugin", "hello"],
@@ -58,7 +61,7 @@ def test_official_sdk_client_over_stdio(mode: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def http_server():
+def http_server(http_server_kind):
     from .http_helpers import HttpServer
 
     with HttpServer("--plugin", "hello") as srv:

@@ -15,8 +15,11 @@ from .http_helpers import HttpServer
 pytest.importorskip("mcpkit_codesearch")
 
 
+pytestmark = pytest.mark.usefixtures("http_server_kind")
+
+
 @pytest.fixture(scope="module")
-def srv(tmp_path_factory):
+def srv(tmp_path_factory, http_server_kind):
     root = tmp_path_factory.mktemp("search")
     repo = root / "repo"
     repo.mkdir()
@@ -86,8 +89,42 @@ def test_content_type_size_version_and_preflight(srv: HttpServer) -> None:
         assert sock.recv(64).split(b" ")[1] == b"405"
 
 
-def test_unavailable_tool_is_503() -> None:
+def test_no_search_tool_is_a_clear_404() -> None:
     with HttpServer("--plugin", "hello") as srv:  # no codesearch: search_code is missing
-        status, h, out = post(srv, b'{"query": "hello"}')
-        assert status == 503 and out["error"]["code"] == "SEARCH_ERROR" and out["error"]["retry_after"] > 0
-        assert int(h["retry-after"]) > 0
+        for method in ("POST", "GET"):
+            status, h, out = srv.call(method, "/mcp/search", raw=b'{"query": "hello"}')
+            assert status == 404 and "retry-after" not in h
+            error = json.loads(out)["error"]
+            assert error["code"] == "NOT_FOUND" and "search_code" in error["message"] and "search_tool" in error["message"]
+
+
+@pytest.mark.parametrize("query", ["frob\nnicate", "frob\x00nicate", "tab\there"])
+def test_control_characters_are_an_invalid_query(srv: HttpServer, query: str) -> None:
+    status, h, out = post(srv, json.dumps({"query": query}).encode())
+    assert status == 400 and out["error"]["code"] == "INVALID_QUERY" and "retry-after" not in h
+
+
+def test_invalid_utf8_is_malformed_json(srv: HttpServer) -> None:
+    status, _, out = post(srv, b'{"query": "fro\xffbnicate"}')
+    assert status == 400 and out["error"]["code"] == "MALFORMED_JSON"
+
+
+def test_body_over_the_server_limit_is_a_rest_413(srv: HttpServer) -> None:
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as sock:
+        sock.sendall(b"POST /mcp/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 5000000\r\n\r\n")
+        data = b""
+        while b"}}" not in data:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == b"413"
+    assert json.loads(body)["error"]["code"] == "PAYLOAD_TOO_LARGE"
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_other_methods_are_a_json_405(srv: HttpServer, method: str) -> None:
+    status, h, out = srv.call(method, "/mcp/search", raw=b'{"query": "frobnicate"}')
+    assert status == 405 and h["allow"].startswith("POST") and json.loads(out)["error"]["code"] == "METHOD_NOT_ALLOWED"

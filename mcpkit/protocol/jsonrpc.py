@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import re
 from typing import Any, Union
 
 import msgspec
@@ -11,6 +13,10 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+#: implementation-defined server errors: too many requests in flight on one connection; a
+#: request (other than a tool call, which answers isError) ran past its deadline
+SERVER_BUSY = -32000
+REQUEST_TIMEOUT = -32001
 # MCP-defined codes (2026-07-28 numbering)
 HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021
@@ -80,23 +86,76 @@ class Invalid(msgspec.Struct):
     reason: str
 
 
+#: Deepest nesting of arrays and objects a message may have (the whole message counts, params
+#: included). Deeper input is a parse error, found in linear time before anything decodes it.
+MAX_DEPTH = 128
+_NOT_JSON = "Parse error: the message is not valid JSON"
+# A JSON string (escapes included), to be skipped when counting brackets.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_SQUARE = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKET = bytes(range(256)).translate(None, b"[]{}")
+_STEP = {ord("["): 1, ord("]"): -1}
+
+
+def check_frame(data: bytes) -> None:
+    """Refuse, as PARSE_ERROR, bytes that are not UTF-8 or nest deeper than MAX_DEPTH.
+
+    Both checks are linear and cheap on ordinary frames: ASCII frames skip the UTF-8 pass,
+    and a frame with fewer brackets than the limit cannot be too deep. After this, no part
+    of the frame (params decoded later included) can fail on bad UTF-8 or exhaust the
+    recursion limit.
+    """
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError(PARSE_ERROR, "Parse error: the message is not valid UTF-8") from None
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and _nesting(data) > MAX_DEPTH:
+        raise ProtocolError(PARSE_ERROR, f"Parse error: the message nests deeper than {MAX_DEPTH} levels")
+
+
+def _nesting(data: bytes) -> int:
+    """How deep arrays and objects nest in ``data`` (strings skipped), in C-speed passes."""
+    # Without escaped quotes, every other piece between quotes is a string's content.
+    outside = b"".join(data.split(b'"')[::2]) if b'\\"' not in data else _JSON_STRING.sub(b"", data)
+    brackets = outside.translate(_SQUARE, _NOT_BRACKET)
+    # Shallow frames (most of them) empty out in a few passes of removing innermost pairs;
+    # each pass lowers the depth by one. The rest is counted exactly.
+    for peeled in range(8):
+        if not brackets:
+            return peeled
+        inner = brackets.replace(b"[]", b"")
+        if len(inner) == len(brackets):
+            break
+        brackets = inner
+    else:
+        peeled = 8
+    if not brackets:
+        return peeled
+    return peeled + max(itertools.accumulate(map(_STEP.__getitem__, brackets)))
+
+
 def decode(data: bytes) -> Message | list[Message | Invalid] | Invalid:
     """Decode one frame: a message, a batch (list) or an Invalid marker.
 
-    Raises ProtocolError(PARSE_ERROR) when the bytes are not JSON at all.
+    Raises ProtocolError(PARSE_ERROR) when the bytes are not JSON at all, not UTF-8, or nest
+    deeper than MAX_DEPTH.
     """
+    check_frame(data)
     try:
         return _check(_single_decoder.decode(data))
     except msgspec.DecodeError as exc:
         if not isinstance(exc, msgspec.ValidationError):
-            raise ProtocolError(PARSE_ERROR, "Parse error: the message is not valid JSON") from None
+            raise ProtocolError(PARSE_ERROR, _NOT_JSON) from None
+    except (RecursionError, UnicodeDecodeError):  # not reachable after check_frame; kept as a net
+        raise ProtocolError(PARSE_ERROR, _NOT_JSON) from None
     # Valid JSON, not a single well-formed message: a batch, or an invalid request.
     try:
         if data.lstrip()[:1] == b"[":
             return [_decode_member(item) for item in _batch_decoder.decode(data)]
         return _invalid(data)
-    except msgspec.DecodeError:
-        raise ProtocolError(PARSE_ERROR, "Parse error: the message is not valid JSON") from None
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        raise ProtocolError(PARSE_ERROR, _NOT_JSON) from None
 
 
 def _decode_member(raw: msgspec.Raw) -> Message | Invalid:

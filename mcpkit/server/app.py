@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import trio
+
 from .._version import __version__
 from ..protocol.connection import ServerConnection
 from .middleware import Chain
@@ -34,11 +36,21 @@ class App:
     hub: ChangeHub = field(default_factory=ChangeHub)
     #: middleware wrapping requests, in order (see :mod:`mcpkit.server.middleware`)
     middleware: Chain = field(default_factory=Chain)
+    _limiters: dict[Any, trio.CapacityLimiter] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         secret = self.settings.state_secret
         self.sealer = StateSealer(secret.encode() if secret else None)
         self.server_info = {"name": self.settings.name, "version": __version__}
+
+    def thread_limiter(self, item: Any) -> trio.CapacityLimiter:
+        """The worker-thread slots of one tool, resource, prompt or completion (shared by
+        every transport of this app)."""
+        limiter = self._limiters.get(item)
+        if limiter is None:
+            size = getattr(item, "max_threads", None) or self.settings.max_threads_per_tool
+            limiter = self._limiters[item] = trio.CapacityLimiter(size)
+        return limiter
 
     def capabilities(self) -> dict[str, Any]:
         reg = self.registry

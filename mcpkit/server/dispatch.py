@@ -61,8 +61,9 @@ class Dispatcher:
         """Answer one request. Errors become JSON-RPC errors; nothing internal leaks out.
 
         The request runs in one cancel scope, registered in ``in_flight`` so the client can
-        cancel it; a cancelled request answers None (no response is sent). A tools/call's scope
-        carries the tool's deadline from the start: a timeout is that scope expiring.
+        cancel it; a cancelled request answers None (no response is sent). The scope carries
+        the request's deadline from the start (the tool's timeout, else ``default_timeout``):
+        a tool that runs out answers an isError result, anything else -32001.
         """
         try:
             work, deadline = self._plan(req, peer)
@@ -74,6 +75,9 @@ class Dispatcher:
                 finally:
                     if in_flight is not None:
                         in_flight.scopes.pop(req.id, None)
+            if trio.current_time() >= deadline:  # not a cancel from the client or a shutdown
+                timeout = self.app.settings.default_timeout
+                return jsonrpc.encode_error(req.id, ProtocolError(jsonrpc.REQUEST_TIMEOUT, f"Request timed out after {timeout:g} s"))
             return None
         except ProtocolError as exc:
             return jsonrpc.encode_error(req.id, exc)
@@ -108,7 +112,9 @@ class Dispatcher:
         handler = self.handlers.get(req.method)
         if handler is None or (req.method in _STATELESS_METHODS and not req.features.stateless):
             raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
-        return functools.partial(handler, req, peer), math.inf
+        if req.method == "subscriptions/listen":  # held open until the client or a shutdown ends it
+            return functools.partial(handler, req, peer), math.inf
+        return functools.partial(handler, req, peer), trio.current_time() + self.app.settings.default_timeout
 
     def _plan_wrapped(self, req: RequestReceived, peer: Peer) -> tuple[Work, float]:
         """Through the middleware: they see every request of their methods, refused ones
@@ -191,7 +197,7 @@ class Dispatcher:
         # timeout, answered with an error result; a cancel() from the client or a shutdown
         # comes before it and propagates (no answer is sent).
         try:
-            value = await _invoke(tool.fn, tool.is_async, kwargs)
+            value = await self._invoke(tool, kwargs)
             out = tool.to_result(value)
         except trio.Cancelled:
             if trio.current_time() < deadline:
@@ -216,6 +222,18 @@ class Dispatcher:
             result["_meta"] = dict(out.meta)
         return result
 
+    async def _invoke(self, item: Any, kwargs: dict[str, Any]) -> Any:
+        """Call a tool, resource reader, prompt or completion function.
+
+        A plain ``def`` runs in a worker thread under the item's own limiter: a thread that
+        never returns keeps only that item's slots, and the caller's scope (the timeout)
+        still ends the wait on time, whatever the thread does.
+        """
+        if item.is_async:
+            return await item.fn(**kwargs)
+        return await trio.to_thread.run_sync(functools.partial(item.fn, **kwargs), abandon_on_cancel=True,
+                                             limiter=self.app.thread_limiter(item))
+
     def _context(self, req: RequestReceived, peer: Peer, params: Any, target: str) -> Context:
         meta = params.meta if isinstance(params.meta, dict) else {}
         responses = params.inputResponses if isinstance(params.inputResponses, dict) else None
@@ -238,7 +256,7 @@ class Dispatcher:
             if found is None:
                 raise ResourceNotFound(params.uri)
             res, variables = found
-            value = await _invoke(res.fn, res.is_async, variables)
+            value = await self._invoke(res, variables)
         except ResourceNotFound as exc:
             code = jsonrpc.INVALID_PARAMS if req.features.stateless else jsonrpc.RESOURCE_NOT_FOUND_LEGACY
             raise ProtocolError(code, str(exc), {"uri": params.uri}) from None
@@ -260,7 +278,7 @@ class Dispatcher:
         if prompt.context_param:
             kwargs[prompt.context_param] = self._context(req, peer, params, params.name)
         try:
-            value = await _invoke(prompt.fn, prompt.is_async, kwargs)
+            value = await self._invoke(prompt, kwargs)
         except InputRequired as exc:
             return _input_required(req, exc)
         except (ProtocolError, MissingCapability):
@@ -284,7 +302,7 @@ class Dispatcher:
         for comp in self.app.registry.completions:
             if isinstance(ref, str) and comp.matches(params.ref.type, ref, params.argument.name):
                 try:
-                    values = list(await _invoke(comp.fn, comp.is_async, {"argument": params.argument.name, "value": params.argument.value, "context": context}))
+                    values = list(await self._invoke(comp, {"argument": params.argument.name, "value": params.argument.value, "context": context}))
                 except Exception as exc:
                     log.warning("completion for %s raised %s: %s", ref, type(exc).__name__, exc)
                     raise ProtocolError(jsonrpc.INTERNAL_ERROR, f"Completion failed: {exc}") from None
@@ -317,10 +335,6 @@ class Dispatcher:
         return {"_meta": dict(tag)}  # the server ended the subscription (shutdown)
 
 
-async def _invoke(fn: Callable[..., Any], is_async: bool, kwargs: dict[str, Any]) -> Any:
-    if is_async:
-        return await fn(**kwargs)
-    return await trio.to_thread.run_sync(functools.partial(fn, **kwargs), abandon_on_cancel=True)
 
 
 async def _raise(exc: Exception) -> dict[str, Any]:

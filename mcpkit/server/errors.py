@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..protocol.jsonrpc import SERVER_BUSY, ProtocolError
+
 
 class DefinitionError(TypeError):
     """A tool, resource or prompt definition that can never work (raised where it is declared),
@@ -38,3 +40,9 @@ class InputRequired(Exception):
         super().__init__("input required")
         self.requests = requests
         self.state = state
+
+
+def busy(limit: int) -> ProtocolError:
+    """The answer to a request over the connection's limit of requests in flight."""
+    return ProtocolError(SERVER_BUSY, f"Server busy: {limit} requests are already running on this connection "
+                         "(max_concurrent_requests); retry when some have answered", {"limit": limit})

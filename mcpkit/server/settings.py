@@ -22,6 +22,14 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     cache_scope: Literal["public", "private"] = "public"
     #: secret for sealing requestState; set it when several processes serve one endpoint
     state_secret: str | None = None
+    #: largest JSON-RPC message accepted: one stdio line, or one HTTP request body (bytes)
+    max_message_bytes: int = 4 * 1024 * 1024
+    #: requests one connection (stdio process, HTTP session, SSE stream) may have running at
+    #: once; more are refused with -32000 until some finish
+    max_concurrent_requests: int = 1000
+    #: worker threads each plain-``def`` tool (resource, prompt) may hold; a stuck one can
+    #: only take its own slots. A tool's ``@mcpkit.tool(max_threads=N)`` overrides it.
+    max_threads_per_tool: int = 8
     #: log level of the server's own log (stderr)
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     # -- HTTP transports --
@@ -31,14 +39,17 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     allow_origins: list[str] = []
     #: bearer token required on every HTTP request but /healthz and preflights
     auth_token: str | None = None
-    max_body_bytes: int = 4 * 1024 * 1024
     #: idle handshake-era sessions expire after this many seconds
     session_ttl_s: float = 1800.0
     max_sessions: int = 1000
-    #: SSE events kept per session for Last-Event-ID replay
+    #: SSE events kept per session for Last-Event-ID replay, at most this many and bytes
     event_store_size: int = 1000
+    event_store_bytes: int = 1024 * 1024
     #: keep-alive comment interval on long-lived SSE streams, seconds
     sse_heartbeat_s: float = 15.0
+    #: bytes of messages one SSE stream may have waiting to be written; a client that lets
+    #: more pile up (it does not read) loses that stream (resumable ones can be resumed)
+    sse_backlog_bytes: int = 8 * 1024 * 1024
     #: retry hint (ms) sent on 2025-11-25 SSE streams
     sse_retry_ms: int = 1000
     #: "auto": JSON unless the request streams; "sse" or "json" always
@@ -46,12 +57,35 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     #: seconds in-flight work may finish after SIGTERM before it is cancelled
     shutdown_grace_s: float = 5.0
     workers: int = 1
+    #: one line per HTTP request on stderr (client, method, path, status, duration, request id)
+    access_log: bool = True
+    #: "mcpkit" (our own HTTP/1.1 server) or "hypercorn" (HTTP/2 too)
+    http_server: Literal["mcpkit", "hypercorn"] = "mcpkit"
+    #: serve HTTPS with this certificate chain (PEM) and key
+    certfile: str | None = None
+    keyfile: str | None = None
+    #: a request head must be complete this many seconds after it (or the connection) began
+    header_timeout_s: float = 10.0
+    #: longest pause inside a request body
+    body_timeout_s: float = 30.0
+    #: idle keep-alive connections are closed after this many seconds
+    keepalive_timeout_s: float = 75.0
+    #: a client that takes no byte of a response for this long is disconnected
+    send_timeout_s: float = 30.0
+    #: open connections at most; more are answered 503 and closed
+    max_connections: int = 2048
+    max_url_bytes: int = 8192
+    #: request line and header fields together (431 past it)
+    max_header_bytes: int = 32768
+    max_headers: int = 100
     #: tool behind POST /mcp/search (the REST search endpoint)
     search_tool: str = "search_code"
 
 
 _ENV_PREFIX = "MCPKIT_"
 _LISTS = {"allow_origins"}
+#: earlier names still read: old name -> current name
+_RENAMED = {"max_body_bytes": "max_message_bytes"}
 
 
 def load_settings(table: dict[str, Any] | None, environ: dict[str, str] | None = None,
@@ -62,7 +96,7 @@ def load_settings(table: dict[str, Any] | None, environ: dict[str, str] | None =
     env = os.environ if environ is None else environ
     data = dict(table or {})
     source = {key: f"{table_name} {key}" for key in data}
-    for fname in Settings.__struct_fields__:
+    for fname in (*Settings.__struct_fields__, *_RENAMED):
         var = _ENV_PREFIX + fname.upper()
         value = env.get(var)
         if value is not None:
@@ -71,6 +105,12 @@ def load_settings(table: dict[str, Any] | None, environ: dict[str, str] | None =
     for key, value in (overrides or {}).items():
         data[key] = value
         source[key] = f"--{key.replace('_', '-')} {value}"
+    for old, new in _RENAMED.items():
+        if old in data:
+            value = data.pop(old)
+            if new not in data:
+                data[new] = value
+                source[new] = source.get(old, new)
     unknown = sorted(set(data) - set(Settings.__struct_fields__))
     if unknown:
         raise ValueError(f"unknown server setting {_unknown(unknown[0], table_name)}")

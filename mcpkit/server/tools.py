@@ -39,6 +39,7 @@ class ToolDef:
         timeout: float | None = None,
         input_schema: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None,
+        max_threads: int | None = None,
     ) -> None:
         from .context import is_context_annotation  # context imports tools' neighbours
 
@@ -49,6 +50,9 @@ class ToolDef:
         self.annotations = dict(annotations) if annotations else None
         self.timeout = timeout
         self.meta = meta
+        if max_threads is not None and (isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1):
+            raise ValueError(f"tool {self.name}: max_threads must be a positive integer")
+        self.max_threads = max_threads
         self.is_async = inspect.iscoroutinefunction(fn)
         self.args_type, self.context_param, _ = param_struct(fn, _camel(self.name), is_context_annotation)
         schema = checked_schema(self.args_type, f"tool {self.name!r}")
@@ -178,19 +182,22 @@ def tool(
     timeout: float | None = None,
     input_schema: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
+    max_threads: int | None = None,
 ) -> Any:
     """Declare a function (``async def`` or plain ``def``) as an MCP tool.
 
     Usable bare (``@mcpkit.tool``) or with options (``@mcpkit.tool(timeout=5)``). The input schema
     comes from the signature, the output schema from the return annotation, the description from
     the docstring. ``input_schema`` replaces the generated schema verbatim (arguments are then
-    passed through as given, still checked against the signature).
+    passed through as given, still checked against the signature). ``max_threads`` caps the
+    worker threads a plain ``def`` tool may hold at once (default: the ``max_threads_per_tool``
+    setting); calls beyond it wait for a slot within their timeout.
     """
 
     def wrap(f: Callable[..., Any]) -> ToolDef:
         return ToolDef(
             f, name=name, title=title, description=description, annotations=annotations,
-            timeout=timeout, input_schema=input_schema, meta=meta,
+            timeout=timeout, input_schema=input_schema, meta=meta, max_threads=max_threads,
         )
 
     return wrap(fn) if fn is not None else wrap

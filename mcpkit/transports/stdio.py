@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import stat
 import sys
 import functools
 from typing import Any, Awaitable, Callable
@@ -12,15 +13,17 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from ..protocol import jsonrpc
+from ..protocol.framing import LineSplitter, Oversized
+from ..protocol.jsonrpc import ProtocolError
 from ..protocol.connection import (
     Batch, CancelRequested, Event, NotificationReceived, Reply, RequestReceived, ResponseReceived, ServerConnection,
 )
 from ..server.app import App
 from ..server.context import InFlight, PendingRequests
 from ..server.dispatch import Dispatcher
+from ..server.errors import busy
 
 log = logging.getLogger("mcpkit.stdio")
-MAX_LINE = 64 * 1024 * 1024
 READ_SIZE = 65536
 EOF_GRACE_S = 2.0
 #: A fixed name for request tasks spares trio from formatting one per spawn.
@@ -82,6 +85,7 @@ class StdioSession:
         self.dispatcher = Dispatcher(app)
         self.in_flight = InFlight()
         self.pending = PendingRequests()
+        self.running = 0  # requests (and batches) being served
 
     # Peer protocol (one peer serves every request on stdio)
     async def notify(self, data: bytes) -> None:
@@ -90,9 +94,23 @@ class StdioSession:
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         return await self.pending.ask(self.conn.next_request_id(), self.out.write, method, params)
 
+    async def take(self, line: bytes | Oversized, nursery: trio.Nursery) -> None:
+        """One input line: answer it, or start serving it."""
+        if isinstance(line, Oversized):
+            limit = self.app.settings.max_message_bytes
+            log.warning("dropped an input line of %d+ bytes (max_message_bytes is %d)", line.size, limit)
+            err = ProtocolError(jsonrpc.INVALID_REQUEST, f"Invalid Request: the message is larger than the limit of {limit} bytes (max_message_bytes)")
+            await self.out.write(jsonrpc.encode_error(None, err))
+            return
+        await self.handle(self.conn.receive(line), nursery)
+
     async def handle(self, events: list[Event], nursery: trio.Nursery) -> None:
         for ev in events:
             if isinstance(ev, RequestReceived):
+                if self.running >= self.app.settings.max_concurrent_requests:
+                    await self.out.write(jsonrpc.encode_error(ev.id, busy(self.app.settings.max_concurrent_requests)))
+                    continue
+                self.running += 1
                 nursery.start_soon(self._serve, ev, name=_TASK_NAME)
             elif isinstance(ev, Reply):
                 await self.out.write(ev.data)
@@ -101,14 +119,18 @@ class StdioSession:
             elif isinstance(ev, ResponseReceived):
                 self.pending.deliver(ev)
             elif isinstance(ev, Batch):
+                self.running += 1
                 nursery.start_soon(self._serve_batch, ev)
             elif isinstance(ev, NotificationReceived):
                 pass  # roots/list_changed, progress from the client: nothing to do
 
     async def _serve(self, req: RequestReceived) -> None:
-        data = await self.dispatcher.handle(req, self, self.in_flight)
-        if data is not None:
-            await self.out.write(data)
+        try:
+            data = await self.dispatcher.handle(req, self, self.in_flight)
+            if data is not None:
+                await self.out.write(data)
+        finally:
+            self.running -= 1
 
     async def _serve_batch(self, batch: Batch) -> None:
         answers: list[bytes] = []
@@ -126,6 +148,7 @@ class StdioSession:
                     answers.append(ev.data)
                 else:
                     await self.handle([ev], nursery)
+        self.running -= 1
         if answers:
             await self.out.write(jsonrpc.encode_batch(answers))
 
@@ -138,34 +161,11 @@ class StdioSession:
                     await self.out.write(notice)
 
 
-class _Lines:
-    """Split a byte stream into lines (blank lines dropped; an overlong line is dropped whole)."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        if b"\n" not in chunk:
-            self._buf += chunk
-            if len(self._buf) > MAX_LINE:
-                log.error("dropping an input line longer than %d bytes", MAX_LINE)
-                self._buf = b""
-            return []
-        if self._buf:
-            chunk, self._buf = self._buf + chunk, b""
-        *lines, self._buf = chunk.split(b"\n")
-        return [line for line in lines if line.strip()]
-
-    def rest(self) -> list[bytes]:
-        """What is left at end of input: a last line without a newline."""
-        line, self._buf = self._buf, b""
-        return [line] if line.strip() else []
-
-
 def _fd_reader(fd: int) -> Callable[[], Awaitable[bytes]]:
-    """Read from a non-blocking pipe. After a short read the pipe is known to be empty, so the
-    next read waits for it first (no EAGAIN round trip); full reads go on at once, with a
-    scheduling point now and then so request tasks run even when input never runs dry."""
+    """Read from a non-blocking pipe or socket. After a short read the pipe is known to be
+    empty, so the next read waits for it first (no EAGAIN round trip); full reads go on at
+    once, with a scheduling point now and then so request tasks run even when input never
+    runs dry."""
     os.set_blocking(fd, False)
     drained = False
     streak = 0
@@ -190,6 +190,31 @@ def _fd_reader(fd: int) -> Callable[[], Awaitable[bytes]]:
             return data
 
     return read
+
+
+def _blocking_reader(fd: int) -> Callable[[], Awaitable[bytes]]:
+    """Read what the event loop cannot poll (a regular file, /dev/null) in a worker thread."""
+
+    async def read() -> bytes:
+        return await trio.to_thread.run_sync(os.read, fd, READ_SIZE, abandon_on_cancel=True)
+
+    return read
+
+
+def _stdin_reader() -> Callable[[], Awaitable[bytes]]:
+    fd = os.dup(0)
+    if os.isatty(fd):  # a terminal: non-blocking mode would leak to the shell
+        return functools.partial(_ThreadStream(sys.stdin.buffer, None).receive_some, READ_SIZE)
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return _fd_reader(fd)
+    return _blocking_reader(fd)  # epoll refuses regular files (EPERM)
+
+
+def _stdout_writer() -> _Out:
+    if os.isatty(1):
+        return _Out(_ThreadStream(None, sys.stdout.buffer))
+    return _FdOut(os.dup(1))
 
 
 class _ThreadStream(trio.abc.HalfCloseableStream):
@@ -223,24 +248,20 @@ async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, std
     if stdin is not None and stdout is not None:
         out: _Out = _Out(stdout)
         read: Callable[[], Awaitable[bytes]] = functools.partial(stdin.receive_some, READ_SIZE)
-    elif sys.stdin.isatty() or sys.stdout.isatty():
-        # a terminal: non-blocking mode would leak to the shell, so use worker threads
-        term = _ThreadStream(sys.stdin.buffer, sys.stdout.buffer)
-        out, read = _Out(term), functools.partial(term.receive_some, READ_SIZE)
     else:
-        out, read = _FdOut(os.dup(1)), _fd_reader(os.dup(0))
+        out, read = _stdout_writer(), _stdin_reader()
     session = StdioSession(app, out)
     try:
         async with trio.open_nursery() as outer:
             outer.start_soon(_on_signal, outer.cancel_scope)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(session.forward_changes)
-                lines = _Lines()
+                lines = LineSplitter(app.settings.max_message_bytes)
                 while chunk := await read():
                     for line in lines.feed(chunk):
-                        await session.handle(session.conn.receive(line), nursery)
+                        await session.take(line, nursery)
                 for line in lines.rest():
-                    await session.handle(session.conn.receive(line), nursery)
+                    await session.take(line, nursery)
                 # EOF: give in-flight requests a moment to answer, then cancel them
                 app.hub.close()
                 nursery.cancel_scope.deadline = trio.current_time() + EOF_GRACE_S

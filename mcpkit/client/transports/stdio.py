@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 import trio
 
+from ...protocol.framing import LineSplitter, Oversized
 from ...protocol.jsonrpc import RequestId
 from ..errors import BadResponse, ConnectionClosed, ConnectionFailed
 from . import Deliver, Failure, deliver_frame
@@ -50,20 +51,17 @@ class StdioTransport:
 
     async def _read(self, deliver: Deliver) -> None:
         assert self._proc is not None and self._proc.stdout is not None
-        buf = b""
+        lines = LineSplitter(_MAX_LINE)
         try:
             while True:
                 chunk = await self._proc.stdout.receive_some(1 << 16)
                 if not chunk:
                     break
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    if line.strip():
+                for line in lines.feed(chunk):
+                    if isinstance(line, Oversized):
+                        deliver(Failure(None, BadResponse(f"the server sent a line over {_MAX_LINE >> 20} MiB")))
+                    else:
                         deliver_frame(line, deliver)
-                if len(buf) > _MAX_LINE:
-                    deliver(Failure(None, BadResponse("the server sent a line over 64 MiB")))
-                    buf = b""
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             pass
         if self._closing:

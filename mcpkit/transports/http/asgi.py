@@ -1,12 +1,18 @@
-"""The ASGI application: security and hygiene on every route, then /mcp, /sse, /messages,
-and Quart for the plain routes (/healthz and what plugins add)."""
+"""The HTTP application: security and hygiene on every route, then /mcp, /sse, /messages,
+and Quart for the plain routes (/healthz and what plugins add).
+
+It serves :class:`Exchange` objects: mcpkit's own server hands them over directly, any ASGI
+server (hypercorn) through ``__call__``."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
+import os
+import secrets
 import time
-import uuid
-from typing import Any
+from typing import Any, AsyncIterator
 
 import trio
 
@@ -18,9 +24,14 @@ from .legacy_sse import LegacySse
 from .security import Guard
 from .sessions import SessionManager
 from .streamable import Streamable
-from .wire import BodyTooLarge, Disconnected, Receive, Scope, Send, error_body, header_map, respond
+from .accesslog import AccessLog
+from .exchange import AsgiExchange, Exchange, Receive, Scope, Send
+from .wire import BodyTooLarge, Disconnected, error_body, rest_error
 
-access_log = logging.getLogger("mcpkit.http.access")
+#: The JSON-RPC endpoints; every other path answers errors as ``{"error": {"code", "message"}}``.
+_MCP_PATHS = frozenset({"/mcp", "/mcp/", "/sse", "/messages"})
+REASONS_TEXT = {400: "Bad Request", 408: "Request Timeout", 414: "URI Too Long", 431: "Request Header Fields Too Large",
+                505: "HTTP Version Not Supported"}
 log = logging.getLogger("mcpkit.http")
 
 
@@ -32,136 +43,181 @@ class HttpApp:
         self.strict = strict
         self.legacy_only = legacy_only
         self.guard = Guard(s.host, s.allow_origins, s.auth_token)
-        self.sessions = SessionManager(s.session_ttl_s, s.max_sessions, s.event_store_size)
+        self.sessions = SessionManager(s.session_ttl_s, s.max_sessions, s.event_store_size, s.sse_backlog_bytes,
+                                       s.event_store_bytes)
         self.streamable = Streamable(app, self.sessions)
         self.legacy = LegacySse(app)
         self.routes = _plain_routes(app)
         self.started = trio.Event()
+        self.access = AccessLog(s.access_log)
 
     async def shutdown(self) -> None:
-        """Stop long-lived streams so the server can drain."""
+        """Start draining: standalone streams and subscriptions end cleanly at once; requests
+        in flight (stateless or in a session) go on answering within the grace period."""
         self.streamable.closing.set()
         self.legacy.closing.set()
         self.app.hub.close()
+
+    def end_sessions(self) -> None:
+        """After the drain: end every session (what still runs is cancelled)."""
         for sid in list(self.sessions.sessions):
             self.sessions.end(sid)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI entry (hypercorn, or any ASGI server)."""
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
-            await self._http(scope, receive, send)
+            await self.serve(AsgiExchange(scope, receive, send))
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Plugin lifespans, the session expiry and change forwarding, the plain routes: held
+        open while a server serves this app. On exit the sessions end (after the drain)."""
+        async with plugin_lifespans(self.app, self.lifespans, strict=self.strict), trio.open_nursery() as nursery:
+            self.streamable.nursery = nursery
+            nursery.start_soon(self.sessions.expire_forever)
+            nursery.start_soon(self.streamable.forward_changes)
+            await self.routes.startup()
+            self.started.set()
+            try:
+                yield
+            finally:
+                await self.shutdown()
+                self.end_sessions()
+                nursery.cancel_scope.cancel()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()
         assert message["type"] == "lifespan.startup"
         try:
-            async with plugin_lifespans(self.app, self.lifespans, strict=self.strict), trio.open_nursery() as nursery:
-                self.streamable.nursery = nursery
-                nursery.start_soon(self.sessions.expire_forever)
-                nursery.start_soon(self.streamable.forward_changes)
-                await self._routes_startup()
-                self.started.set()
+            async with self.running():
                 await send({"type": "lifespan.startup.complete"})
-                message = await receive()  # lifespan.shutdown
-                await self.shutdown()
-                nursery.cancel_scope.cancel()
+                await receive()  # lifespan.shutdown: the server has drained
         except Exception as exc:
             log.error("start-up failed: %s", exc)
             await send({"type": "lifespan.startup.failed", "message": str(exc)})
             return
         await send({"type": "lifespan.shutdown.complete"})
 
-    async def _routes_startup(self) -> None:
-        if self.routes is not None:
-            await self.routes.startup()
-
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = time.perf_counter()
-        h = header_map(scope)
-        rid = h.get("x-request-id") or str(uuid.uuid4())
+    async def serve(self, ex: Exchange) -> None:
+        """Answer one request: checks every route shares, then the route."""
+        access = self.access
+        started = time.perf_counter() if access.enabled else 0.0
+        h = ex.headers
+        rid = h.get("x-request-id") or next_request_id()
+        ex.request_id = rid
         origin = h.get("origin")
-        status = [0]
-        scope["mcpkit.request_id"] = rid
-        extra = [(b"x-request-id", rid.encode("latin-1"))]
-        if scope["path"] == "/mcp/search":
+        extra = [(b"x-request-id", rid.encode("latin-1", "replace"))]
+        if ex.path == "/mcp/search":
             extra.append((b"x-mcp-version", b"2"))
         if origin is not None and self.guard.origin_allowed(origin):
             extra += self.guard.cors_headers(origin)
-
-        async def send_with_headers(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-                message = dict(message, headers=list(message.get("headers", [])) + extra)
-            await send(message)
-
+        ex.extra = extra
         try:
-            await self._route(scope, receive, send_with_headers, h, origin)
+            await self._route(ex, h, origin)
         except BodyTooLarge:
-            await respond(send_with_headers, 413, error_body(jsonrpc.INVALID_REQUEST, f"Payload Too Large: the limit is {self.app.settings.max_body_bytes} bytes"))
+            await ex.respond(413, self.too_large_body(ex.path))
         except Disconnected:
             pass
         except Exception:
-            log.exception("unexpected error on %s %s", scope["method"], scope["path"])
-            if status[0] == 0:
-                await respond(send_with_headers, 500, error_body(jsonrpc.INTERNAL_ERROR, "Internal error"))
+            log.exception("unexpected error on %s %s", ex.method, ex.path)
+            if ex.status == 0:
+                try:
+                    await ex.respond(500, error_body(jsonrpc.INTERNAL_ERROR, "Internal error"))
+                except OSError:
+                    pass
         finally:
-            client = scope.get("client") or ("-", 0)
-            access_log.info('%s "%s %s" %s %.1fms request_id=%s', client[0], scope["method"], scope["path"], status[0] or "-",
-                            (time.perf_counter() - started) * 1000, rid)
+            if access.enabled:
+                access.write((ex.client or ("-", 0))[0], ex.method, ex.path, ex.status, started, rid)
 
-    async def _route(self, scope: Scope, receive: Receive, send: Send, h: dict[str, str], origin: str | None) -> None:
-        method, path = scope["method"], scope["path"]
+    def too_large_body(self, path: str) -> bytes:
+        """The 413 body, in the error shape of the route."""
+        limit = self.app.settings.max_message_bytes
+        if path in _MCP_PATHS:
+            return error_body(jsonrpc.INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes (max_message_bytes)")
+        return rest_error("PAYLOAD_TOO_LARGE", f"the request body must be at most {limit} bytes")
+
+    def refusal_body(self, path: str | None, status: int, code: str, message: str) -> bytes:
+        """The body of a request the HTTP layer refused (malformed, too large, too slow), in
+        the error shape of its route (JSON-RPC on the MCP endpoints)."""
+        if status == 413:
+            return self.too_large_body(path or "/mcp")
+        if path is None or path in _MCP_PATHS:
+            return error_body(jsonrpc.INVALID_REQUEST, f"{REASONS_TEXT.get(status, 'Bad Request')}: {message}")
+        return rest_error(code, message)
+
+    async def _route(self, ex: Exchange, h: dict[str, str], origin: str | None) -> None:
+        method, path = ex.method, ex.path
         if not self.guard.host_allowed(h.get("host")):
-            await respond(send, 421, error_body(jsonrpc.INVALID_REQUEST, "Misdirected Request: Host not allowed"))
+            await ex.respond(421, error_body(jsonrpc.INVALID_REQUEST, "Misdirected Request: Host not allowed"))
             return
         if origin is not None and not self.guard.origin_allowed(origin):
-            await respond(send, 403, error_body(jsonrpc.INVALID_REQUEST, "Forbidden: Origin not allowed"))
+            await ex.respond(403, error_body(jsonrpc.INVALID_REQUEST, "Forbidden: Origin not allowed"))
             return
         length = h.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.app.settings.max_body_bytes:
+        if length is not None and length.isdigit() and int(length) > self.app.settings.max_message_bytes:
             raise BodyTooLarge
         if method == "OPTIONS":
-            await respond(send, 204, headers=self.guard.preflight_headers(origin))
+            await ex.respond(204, headers=self.guard.preflight_headers())
             return
         if path != "/healthz" and not self.guard.authorized(h.get("authorization")):
-            await respond(send, 401, error_body(jsonrpc.INVALID_REQUEST, "Unauthorized: a valid bearer token is required"),
-                          [(b"www-authenticate", b'Bearer realm="mcpkit"')])
+            await ex.respond(401, error_body(jsonrpc.INVALID_REQUEST, "Unauthorized: a valid bearer token is required"),
+                             [(b"www-authenticate", b'Bearer realm="mcpkit"')])
             return
         if path in ("/mcp", "/mcp/") and not self.legacy_only:
-            await self.streamable(scope, receive, send, h)
+            await self.streamable(ex)
         elif path == "/sse":
             if method != "GET":
-                await _not_allowed(send, b"GET, OPTIONS")
+                await _not_allowed(ex, b"GET, OPTIONS")
             else:
-                await self.legacy.stream(scope, receive, send, h)
+                await self.legacy.stream(ex)
         elif path == "/messages":
             if method != "POST":
-                await _not_allowed(send, b"POST, OPTIONS")
+                await _not_allowed(ex, b"POST, OPTIONS")
             else:
-                await self.legacy.post(scope, receive, send, h)
-        elif self.routes is not None:
-            await self.routes(scope, receive, send)
+                await self.legacy.post(ex)
         else:
-            await respond(send, 404, error_body(jsonrpc.INVALID_REQUEST, "Not Found"))
+            await ex.forward(self.routes)
 
 
-async def _not_allowed(send: Send, allow: bytes) -> None:
-    await respond(send, 405, error_body(jsonrpc.INVALID_REQUEST, "Method Not Allowed"), [(b"allow", allow)])
+async def _not_allowed(ex: Exchange, allow: bytes) -> None:
+    await ex.respond(405, error_body(jsonrpc.INVALID_REQUEST, "Method Not Allowed"), [(b"allow", allow)])
+
+
+_random = secrets.token_hex(10)
+_ID_PREFIX = f"{_random[:8]}-{_random[8:12]}-{_random[12:16]}-{_random[16:20]}-"
+_ids = itertools.count(1)
+
+
+def next_request_id() -> str:
+    """A request id in UUID form: 80 random bits per process, then a counter (a fresh UUID4
+    per request costs a system call)."""
+    return f"{_ID_PREFIX}{next(_ids):012x}"
 
 
 def _plain_routes(app: App) -> Any:
     """The Quart application for the non-MCP routes."""
     from quart_trio import QuartTrio
 
+    from werkzeug.exceptions import HTTPException
+
     quart = QuartTrio("mcpkit")
-    quart.config["MAX_CONTENT_LENGTH"] = app.settings.max_body_bytes
+    quart.config["MAX_CONTENT_LENGTH"] = app.settings.max_message_bytes
+
+    @quart.errorhandler(HTTPException)
+    async def json_errors(exc: HTTPException) -> Any:
+        """Quart's own errors (unknown path, wrong method, body too large) as JSON, not HTML."""
+        code = (exc.name or "error").upper().replace(" ", "_")
+        headers = {"Allow": ", ".join(exc.valid_methods)} if getattr(exc, "valid_methods", None) else {}
+        return {"error": {"code": code, "message": exc.description or exc.name}}, exc.code or 500, headers
 
     @quart.get("/healthz")
     async def healthz() -> dict[str, Any]:
         return {
             "status": "ok",
             "version": __version__,
+            "pid": os.getpid(),
             "plugins": [p.name for p in app.plugins if p.loaded],
             "tools": len(app.registry.tools),
         }

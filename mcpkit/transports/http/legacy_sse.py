@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import logging
 import secrets
 import urllib.parse
 from typing import Any
@@ -16,20 +16,42 @@ from ...protocol.connection import (
 from ...server.app import App
 from ...server.context import InFlight, PendingRequests
 from ...server.dispatch import Dispatcher
-from .wire import Receive, Scope, Send, error_body, read_body, respond, sse_end, sse_event, sse_send, sse_start
+from ...server.errors import busy
+from .outbox import Outbox
+from .exchange import Exchange
+from .wire import error_body, sse_event
+
+log = logging.getLogger("mcpkit.http")
 
 
 class _LegacySession:
-    def __init__(self, conn: ServerConnection, nursery: trio.Nursery) -> None:
+    def __init__(self, sid: str, registry: dict[str, "_LegacySession"], conn: ServerConnection,
+                 nursery: trio.Nursery, backlog_bytes: int) -> None:
+        self.id = sid
+        self.registry = registry
+        self.dropped = False
         self.conn = conn
         self.nursery = nursery
         self.in_flight = InFlight()
-        self.out, self.inbox = trio.open_memory_channel[bytes](math.inf)
+        self.outbox: Outbox[bytes] = Outbox(backlog_bytes)
         self.pending = PendingRequests()
+        self.running = 0  # requests being served
+
+    def push(self, data: bytes) -> None:
+        """Queue a message for the stream; a client that lets too much pile up loses it."""
+        if not self.outbox.put(data, len(data)) and self.outbox.overflowed and not self.dropped:
+            log.warning("legacy SSE client does not read its stream (over %d bytes waiting); closing it", self.outbox.max_bytes)
+            self.drop()
+
+    def drop(self) -> None:
+        """End the session now: later POSTs get 404 and its requests are cancelled."""
+        self.dropped = True
+        self.registry.pop(self.id, None)
+        self.nursery.cancel_scope.cancel()
 
     # Peer protocol
     async def notify(self, data: bytes) -> None:
-        self.out.send_nowait(data)
+        self.push(data)
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         return await self.pending.ask(self.conn.next_request_id(), self.notify, method, params)
@@ -42,50 +64,52 @@ class LegacySse:
         self.sessions: dict[str, _LegacySession] = {}
         self.closing = trio.Event()
 
-    async def stream(self, scope: Scope, receive: Receive, send: Send, h: dict[str, str]) -> None:
+    async def stream(self, ex: Exchange) -> None:
+        h = ex.headers
         if "text/event-stream" not in h.get("accept", "text/event-stream") and "*/*" not in h.get("accept", ""):
-            await respond(send, 406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
+            await ex.respond(406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
             return
         sid = secrets.token_hex(16)
-        root = scope.get("root_path", "")
-        await sse_start(send, [])
-        await sse_send(send, sse_event(f"{root}/messages?session_id={sid}".encode(), event="endpoint"))
+        await ex.start_stream()
+        await ex.send_chunk(sse_event(f"{ex.root_path}/messages?session_id={sid}".encode(), event="endpoint"))
         async with trio.open_nursery() as nursery:
-            session = self.sessions[sid] = _LegacySession(self.app.new_connection(), nursery)
+            session = self.sessions[sid] = _LegacySession(sid, self.sessions, self.app.new_connection(), nursery,
+                                                          self.app.settings.sse_backlog_bytes)
             try:
-                nursery.start_soon(self._watch, receive, nursery.cancel_scope)
+                nursery.start_soon(self._watch, ex, nursery.cancel_scope)
+                nursery.start_soon(self._end_at_shutdown, session)
                 nursery.start_soon(self._forward_changes, session)
-                await self._write(send, session)
+                await self._write(ex, session)
             finally:
                 self.sessions.pop(sid, None)
                 nursery.cancel_scope.cancel()
         try:
-            await sse_end(send)
+            await ex.end_stream()
         except OSError:
             pass
 
-    async def _watch(self, receive: Receive, scope: trio.CancelScope) -> None:
-        async with trio.open_nursery() as nursery:
-            async def closing() -> None:
-                await self.closing.wait()
-                scope.cancel()
+    async def _watch(self, ex: Exchange, scope: trio.CancelScope) -> None:
+        await ex.wait_disconnect()
+        scope.cancel()
 
-            nursery.start_soon(closing)
-            while True:
-                if (await receive())["type"] == "http.disconnect":
-                    scope.cancel()
-                    return
+    async def _end_at_shutdown(self, session: _LegacySession) -> None:
+        """At shutdown, let the session's running requests answer (they travel on this
+        stream), then end the stream cleanly; the server's grace period bounds the wait."""
+        await self.closing.wait()
+        while session.running:
+            await trio.sleep(0.05)
+        session.outbox.close()
 
-    async def _write(self, send: Send, session: _LegacySession) -> None:
+    async def _write(self, ex: Exchange, session: _LegacySession) -> None:
         heartbeat = self.app.settings.sse_heartbeat_s
         try:
             while True:
                 with trio.move_on_after(heartbeat):
-                    data = await session.inbox.receive()
-                    await sse_send(send, sse_event(data, event="message"))
+                    data = await session.outbox.get()
+                    await ex.send_chunk(sse_event(data, event="message"))
                     continue
-                await sse_send(send, b": ping\n\n")
-        except OSError:
+                await ex.send_chunk(b": ping\n\n")
+        except (OSError, trio.EndOfChannel):
             return
 
     async def _forward_changes(self, session: _LegacySession) -> None:
@@ -95,36 +119,47 @@ class LegacySse:
                 if notice is not None:
                     await session.notify(notice)
 
-    async def post(self, scope: Scope, receive: Receive, send: Send, h: dict[str, str]) -> None:
-        query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    async def post(self, ex: Exchange) -> None:
+        query = urllib.parse.parse_qs(ex.query.decode("latin-1"))
         sid = (query.get("session_id") or [None])[0]
         if sid is None:
-            await respond(send, 400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: session_id is required"))
+            await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: session_id is required"))
             return
         session = self.sessions.get(sid)
         if session is None:
-            await respond(send, 404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown session; open GET /sse first"))
+            await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown session; open GET /sse first"))
             return
-        body = await read_body(receive, self.app.settings.max_body_bytes)
+        if self.closing.is_set():
+            await ex.respond(503, error_body(jsonrpc.INTERNAL_ERROR, "Service Unavailable: the server is shutting down"), [(b"retry-after", b"5")])
+            return
+        body = await ex.read_body(self.app.settings.max_message_bytes)
         for ev in session.conn.receive(body):
             if isinstance(ev, Batch):
                 for inner in ev.events:
                     self._take(session, inner)
             else:
                 self._take(session, ev)
-        await respond(send, 202, b"Accepted", content_type=b"text/plain")
+        await ex.respond(202, b"Accepted", content_type=b"text/plain")
 
     def _take(self, session: _LegacySession, ev: Any) -> None:
         if isinstance(ev, RequestReceived):
+            limit = self.app.settings.max_concurrent_requests
+            if session.running >= limit:
+                session.push(jsonrpc.encode_error(ev.id, busy(limit)))
+                return
+            session.running += 1
             session.nursery.start_soon(self._run, session, ev)
         elif isinstance(ev, Reply):
-            session.out.send_nowait(ev.data)
+            session.push(ev.data)
         elif isinstance(ev, CancelRequested):
             session.in_flight.cancel(ev.request_id)
         elif isinstance(ev, ResponseReceived):
             session.pending.deliver(ev)
 
     async def _run(self, session: _LegacySession, req: RequestReceived) -> None:
-        data = await self.dispatcher.handle(req, session, session.in_flight)
+        try:
+            data = await self.dispatcher.handle(req, session, session.in_flight)
+        finally:
+            session.running -= 1
         if data is not None:
-            session.out.send_nowait(data)
+            session.push(data)

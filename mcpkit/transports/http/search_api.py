@@ -7,6 +7,7 @@ error handling); this module only translates HTTP in and out.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 
@@ -19,6 +20,7 @@ from ...server.context import InFlight
 from ...server.dispatch import Dispatcher
 
 log = logging.getLogger("mcpkit.http.search")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_BODY = 1024
 _SEARCH_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 
@@ -35,6 +37,11 @@ class SearchError(Exception):
         return {"error": err}
 
 
+def not_configured(tool_name: str) -> SearchError:
+    return SearchError(404, "NOT_FOUND", f"no search endpoint here: no loaded plugin serves the search tool "
+                       f"{tool_name!r} (server setting search_tool)")
+
+
 def parse_request(content_type: str | None, body: bytes) -> tuple[str, int]:
     """Validate the request; returns (query, limit) or raises SearchError."""
     if len(body) > MAX_BODY:
@@ -43,13 +50,15 @@ def parse_request(content_type: str | None, body: bytes) -> tuple[str, int]:
         raise SearchError(400, "INVALID_CONTENT_TYPE", "Content-Type must be application/json")
     try:
         data = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        raise SearchError(400, "MALFORMED_JSON", "the body is not valid JSON") from None
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        raise SearchError(400, "MALFORMED_JSON", "the body is not valid JSON (UTF-8)") from None
     if not isinstance(data, dict):
         raise SearchError(400, "MALFORMED_JSON", "the body must be a JSON object")
     query = data.get("query")
     if not isinstance(query, str) or not 3 <= len(query.strip()) <= 500:
         raise SearchError(400, "INVALID_QUERY", "query is required: a string of 3 to 500 characters (after trimming)")
+    if _CONTROL.search(query):
+        raise SearchError(400, "INVALID_QUERY", "query must be one line of text, without control characters")
     limit = data.get("limit", 5)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 20:
         raise SearchError(400, "INVALID_LIMIT", "limit must be an integer from 1 to 20")
@@ -65,7 +74,7 @@ class SearchApi:
     def _arguments(self, query: str, limit: int) -> dict[str, Any]:
         tool = self.app.registry.tools.get(self.tool_name)
         if tool is None:
-            raise SearchError(503, "SEARCH_ERROR", f"the search tool {self.tool_name!r} is not available", retry_after=30)
+            raise not_configured(self.tool_name)
         props = tool.input_schema.get("properties", {})
         key = next((k for k in ("query", "term", "q") if k in props), None)
         if key is None:
@@ -106,10 +115,14 @@ def install(quart: Any, app: App) -> None:
 
     api = SearchApi(app)
 
-    @quart.post("/mcp/search")
+    @quart.route("/mcp/search", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     async def mcp_search() -> Any:
         started = time.perf_counter()
         rid = request.scope.get("mcpkit.request_id", "")
+        if app.registry.tools.get(api.tool_name) is None:
+            return not_configured(api.tool_name).body(), 404
+        if request.method != "POST":
+            return {"error": {"code": "METHOD_NOT_ALLOWED", "message": "use POST"}}, 405, {"Allow": "POST, OPTIONS"}
         version = request.headers.get("X-MCP-Version")
         if version is not None and version.strip() != "2":
             log.warning("request_id=%s X-MCP-Version %r (this endpoint speaks 2)", rid, version)

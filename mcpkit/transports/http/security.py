@@ -78,8 +78,9 @@ class Guard:
             (b"vary", b"Origin"),
         ]
 
-    def preflight_headers(self, origin: str | None) -> Headers:
-        return self.cors_headers(origin) + [
+    def preflight_headers(self) -> Headers:
+        """What a preflight answer adds to the CORS headers every answer carries."""
+        return [
             (b"access-control-allow-methods", ALLOW_METHODS),
             (b"access-control-allow-headers", ALLOW_HEADERS),
             (b"access-control-max-age", b"600"),

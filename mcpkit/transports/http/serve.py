@@ -1,15 +1,15 @@
-"""Running the HTTP app under hypercorn's trio worker."""
+"""Running the HTTP application: on mcpkit's own HTTP/1.1 server (the default) or on
+hypercorn (``http_server = "hypercorn"``, for HTTP/2)."""
 
 from __future__ import annotations
 
 import logging
 import signal
+import socket
 import sys
 from typing import Any
 
 import trio
-from hypercorn.config import Config as HyperConfig
-from hypercorn.trio import serve
 
 from ...server.app import App
 from .asgi import HttpApp
@@ -17,23 +17,15 @@ from .asgi import HttpApp
 log = logging.getLogger("mcpkit.http")
 
 
-def hyper_config(app: App) -> HyperConfig:
-    s = app.settings
-    config = HyperConfig()
-    host = f"[{s.host}]" if ":" in s.host else s.host
-    config.bind = [f"{host}:{s.port}"]
-    config.graceful_timeout = s.shutdown_grace_s
-    config.accesslog = None
-    config.errorlog = logging.getLogger("hypercorn.error")
-    config.keep_alive_timeout = 75
-    config.keep_alive_max_requests = 100_000  # do not make busy clients reconnect every 1,000 calls
-    return config
-
-
 async def serve_http(app: App, lifespans: list[tuple[str, Any]], *, strict: bool = False, legacy_only: bool = False,
+                     sockets: list[socket.socket] | None = None, announce: bool = True,
                      task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve until SIGTERM/SIGINT: then stop accepting, let in-flight work finish within the
-    grace period, close the streams."""
+    """Serve until SIGTERM/SIGINT: then stop accepting, end the standalone streams, let
+    in-flight requests finish within ``shutdown_grace_s``, cancel what is left.
+
+    ``sockets`` are listening sockets made by a parent process (``--workers``); without them
+    the server binds ``host:port`` itself.
+    """
     http_app = HttpApp(app, lifespans, strict=strict, legacy_only=legacy_only)
     stop = trio.Event()
 
@@ -42,18 +34,79 @@ async def serve_http(app: App, lifespans: list[tuple[str, Any]], *, strict: bool
             async for signum in signals:
                 log.warning("received %s; shutting down", signal.Signals(signum).name)
                 stop.set()
-                await http_app.shutdown()
                 return
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(on_signal)
-        binds = await nursery.start(_serve, http_app, hyper_config(app), stop)
-        for bind in binds:
-            print(f"mcpkit: serving MCP on {bind}/mcp (legacy SSE on {bind}/sse)", file=sys.stderr, flush=True)
+        if app.settings.http_server == "hypercorn":
+            binds = await nursery.start(_serve_hypercorn, http_app, stop)
+        else:
+            binds = await nursery.start(_serve_mcpkit, http_app, stop, sockets)
+        if announce:
+            for bind in binds:
+                print(f"mcpkit: serving MCP on {bind}/mcp (legacy SSE on {bind}/sse)", file=sys.stderr, flush=True)
         task_status.started(binds)
         await stop.wait()
         nursery.cancel_scope.deadline = trio.current_time() + app.settings.shutdown_grace_s + 2
 
 
-async def _serve(http_app: HttpApp, config: HyperConfig, stop: trio.Event, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-    await serve(http_app, config, shutdown_trigger=stop.wait, task_status=task_status)  # type: ignore[arg-type]
+def urls(sockets: list[socket.socket], tls: bool) -> list[str]:
+    out = []
+    for sock in sockets:
+        host, port = sock.getsockname()[:2]
+        out.append(f"{'https' if tls else 'http'}://{f'[{host}]' if ':' in host else host}:{port}")
+    return out
+
+
+async def _serve_mcpkit(http_app: HttpApp, stop: trio.Event, sockets: list[socket.socket] | None,
+                        task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    from .server.listener import HttpServer, bind, tls_context
+
+    s = http_app.app.settings
+    ctx = tls_context(s.certfile, s.keyfile) if s.certfile else None
+    own = sockets is None
+    socks = [bind(s.host, s.port)] if sockets is None else sockets
+    server = HttpServer(http_app, s, ctx)
+    try:
+        async with http_app.running(), trio.open_nursery() as nursery:
+            await nursery.start(server.serve, socks)
+            task_status.started(urls(socks, ctx is not None))
+            await stop.wait()
+            await http_app.shutdown()  # standalone streams and subscriptions end now
+            server.drain()  # idle connections close; busy ones after their answer
+            with trio.move_on_after(s.shutdown_grace_s):
+                while server.connections:
+                    await trio.sleep(0.05)
+            nursery.cancel_scope.cancel()
+    finally:
+        if own:
+            for sock in socks:
+                sock.close()
+
+
+def hyper_config(app: App) -> Any:
+    from hypercorn.config import Config as HyperConfig
+
+    s = app.settings
+    config = HyperConfig()
+    host = f"[{s.host}]" if ":" in s.host else s.host
+    config.bind = [f"{host}:{s.port}"]
+    config.graceful_timeout = s.shutdown_grace_s
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.keep_alive_timeout = s.keepalive_timeout_s
+    config.keep_alive_max_requests = 100_000  # do not make busy clients reconnect every 1,000 calls
+    if s.certfile:
+        config.certfile, config.keyfile = s.certfile, s.keyfile
+    return config
+
+
+async def _serve_hypercorn(http_app: HttpApp, stop: trio.Event,
+                           task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    from hypercorn.trio import serve
+
+    async def drain_trigger() -> None:
+        await stop.wait()
+        await http_app.shutdown()  # hypercorn then stops accepting and waits for the rest
+
+    await serve(http_app, hyper_config(http_app.app), shutdown_trigger=drain_trigger, task_status=task_status)  # type: ignore[arg-type]

@@ -3,17 +3,42 @@
 from __future__ import annotations
 
 import collections
-import math
 import secrets
-from typing import Any
+from typing import Any, Iterator
 
 import trio
 
 from ...protocol.connection import ResponseReceived, ServerConnection
 from ...server.context import InFlight, PendingRequests
+from .outbox import Outbox
 
 Frame = tuple[str | None, bytes]  # (event id, JSON-RPC message)
 CLOSE = "close"  # frame id telling the live reader to end its HTTP response (SSE polling)
+
+
+class ReplayStore:
+    """The session's recent SSE messages for ``Last-Event-ID`` replay, bounded by count and by
+    bytes (the newest message is always kept): a session that answers big results cannot pin
+    more than ``max_bytes`` of them."""
+
+    def __init__(self, max_events: int, max_bytes: int) -> None:
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self._events: collections.deque[tuple[str, int, bytes]] = collections.deque()
+        self._bytes = 0
+
+    def append(self, key: str, seq: int, data: bytes) -> None:
+        events = self._events
+        events.append((key, seq, data))
+        self._bytes += len(data)
+        while len(events) > 1 and (len(events) > self.max_events or self._bytes > self.max_bytes):
+            self._bytes -= len(events.popleft()[2])
+
+    def __iter__(self) -> Iterator[tuple[str, int, bytes]]:
+        return iter(self._events)
+
+    def __len__(self) -> int:
+        return len(self._events)
 
 
 class Stream:
@@ -29,58 +54,57 @@ class Stream:
         self.key = key
         self.seq = 0
         self.done = False
-        self.reader: trio.MemorySendChannel[Frame] | None = None
-        self._reader_end: trio.MemoryReceiveChannel[Frame] | None = None  # who reads it
+        self.reader: Outbox[Frame] | None = None  # the live reader's queue, if one is attached
 
     def emit(self, data: bytes, *, final: bool = False) -> None:
         self.seq += 1
         event_id = f"{self.key}-{self.seq}"
-        self.session.store.append((self.key, self.seq, data))
+        self.session.store.append(self.key, self.seq, data)
         if final:
             self.done = True
-        if self.reader is not None:
-            try:
-                self.reader.send_nowait((event_id, data))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self.reader = None
+        if self.reader is not None and not self.reader.put((event_id, data), len(data)):
+            self.reader = None  # gone, or not reading: the rest waits in the store for a resume
         if final and self.reader is not None:
             self.reader.close()
             self.reader = None
 
-    def attach(self, after_seq: int = 0) -> trio.MemoryReceiveChannel[Frame]:
-        """A channel with the stored messages after ``after_seq``, then the live ones."""
-        send, recv = trio.open_memory_channel[Frame](math.inf)
+    def attach(self, after_seq: int = 0) -> Outbox[Frame]:
+        """A queue with the stored messages after ``after_seq``, then the live ones (bounded:
+        see ``sse_backlog_bytes``). A newer reader replaces an older one."""
+        box: Outbox[Frame] = Outbox(self.session.backlog_bytes)
         for key, seq, data in self.session.store:
             if key == self.key and seq > after_seq:
-                send.send_nowait((f"{key}-{seq}", data))
+                box.put((f"{key}-{seq}", data), 0)  # replay: held by the store anyway
         if self.done:
-            send.close()
+            box.close()
         else:
             if self.reader is not None:
                 self.reader.close()
-            self.reader, self._reader_end = send, recv
-        return recv
+            self.reader = box
+        return box
 
     def close_reader(self) -> None:
         """End the live reader's response; later messages wait in the store for a reconnect."""
         if self.reader is not None:
-            self.reader.send_nowait((CLOSE, b""))
+            self.reader.put((CLOSE, b""), 0)
             self.reader.close()
             self.reader = None
 
-    def detach(self, reader_end: trio.MemoryReceiveChannel[Frame] | None = None) -> None:
-        """Stop live delivery (only to ``reader_end``, if given: a newer reader stays)."""
-        if self.reader is not None and (reader_end is None or self._reader_end is reader_end):
+    def detach(self, reader: Outbox[Frame] | None = None) -> None:
+        """Stop live delivery (only to ``reader``, if given: a newer reader stays)."""
+        if self.reader is not None and (reader is None or self.reader is reader):
             self.reader.close()
             self.reader = None
 
 
 class Session:
-    def __init__(self, conn: ServerConnection, store_size: int) -> None:
+    def __init__(self, conn: ServerConnection, store_size: int, backlog_bytes: int = 8 * 1024 * 1024,
+                 store_bytes: int = 1024 * 1024) -> None:
         self.id = secrets.token_urlsafe(24)  # visible ASCII, unguessable
         self.conn = conn
         self.in_flight = InFlight()
-        self.store: collections.deque[tuple[str, int, bytes]] = collections.deque(maxlen=store_size)
+        self.store = ReplayStore(store_size, store_bytes)
+        self.backlog_bytes = backlog_bytes
         self.streams: dict[str, Stream] = {}
         self.pending = PendingRequests()
         self.last_seen = trio.current_time()
@@ -117,10 +141,13 @@ class Session:
 
 
 class SessionManager:
-    def __init__(self, ttl_s: float, max_sessions: int, store_size: int) -> None:
+    def __init__(self, ttl_s: float, max_sessions: int, store_size: int, backlog_bytes: int = 8 * 1024 * 1024,
+                 store_bytes: int = 1024 * 1024) -> None:
         self.ttl = ttl_s
         self.max = max_sessions
         self.store_size = store_size
+        self.store_bytes = store_bytes
+        self.backlog_bytes = backlog_bytes
         self.sessions: dict[str, Session] = {}
 
     def get(self, session_id: str) -> Session | None:
@@ -136,7 +163,7 @@ class SessionManager:
             if not idle:
                 return None
             self.end(min(idle, key=lambda s: s.last_seen).id)
-        session = Session(conn, self.store_size)
+        session = Session(conn, self.store_size, self.backlog_bytes, self.store_bytes)
         self.sessions[session.id] = session
         return session
 

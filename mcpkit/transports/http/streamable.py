@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -16,12 +17,12 @@ from ...protocol.jsonrpc import Invalid, Message, ProtocolError
 from ...protocol.types import META_PROTOCOL_VERSION
 from ...protocol.versions import HANDSHAKE_VERSIONS, STATELESS_VERSIONS
 from ...server.app import App
-from ...server.context import InFlight
 from ...server.dispatch import Dispatcher
+from ...server.errors import busy
+from .outbox import Outbox
 from .sessions import CLOSE, Session, SessionManager, Stream
-from .wire import (
-    Receive, Scope, Send, error_body, read_body, http_status_for, respond, sse_end, sse_event, sse_send, sse_start,
-)
+from .exchange import Exchange
+from .wire import error_body, http_status_for, sse_event
 
 log = logging.getLogger("mcpkit.http")
 _META_KEY = META_PROTOCOL_VERSION.encode()
@@ -65,61 +66,62 @@ class Streamable:
         self.closing = trio.Event()
         self._mirrored: dict[str, dict[str, str]] = {}
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send, h: dict[str, str]) -> None:
-        method = scope["method"]
+    async def __call__(self, ex: Exchange) -> None:
+        method = ex.method
         if method == "POST":
-            await self.post(receive, send, h)
+            await self.post(ex)
         elif method == "GET":
-            await self.get(receive, send, h)
+            await self.get(ex)
         elif method == "DELETE":
-            await self.delete(send, h)
+            await self.delete(ex)
         else:
-            await respond(send, 405, error_body(jsonrpc.INVALID_REQUEST, "Method not allowed"), [(b"allow", b"GET, POST, DELETE, OPTIONS")])
+            await ex.respond(405, error_body(jsonrpc.INVALID_REQUEST, "Method not allowed"), [(b"allow", b"GET, POST, DELETE, OPTIONS")])
 
     # -- POST --------------------------------------------------------------------------------
-    async def post(self, receive: Receive, send: Send, h: dict[str, str]) -> None:
+    async def post(self, ex: Exchange) -> None:
+        h = ex.headers
         if not accepts(h.get("accept", ""), "application/json", "text/event-stream"):
-            await respond(send, 406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"))
+            await ex.respond(406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"))
             return
         if "application/json" not in h.get("content-type", "").lower():
-            await respond(send, 415, error_body(jsonrpc.INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"))
+            await ex.respond(415, error_body(jsonrpc.INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"))
             return
-        body = await read_body(receive, self.settings.max_body_bytes)
+        body = await ex.read_body(self.settings.max_message_bytes)
         sid = h.get("mcp-session-id")
         version = h.get("mcp-protocol-version")
         has_meta = _META_KEY in body
         if sid is None and (has_meta or (version is not None and version not in HANDSHAKE_VERSIONS)):
-            await self.post_stateless(receive, send, h, body, version)
+            await self.post_stateless(ex, body, version)
         elif sid is None:
-            await self.post_initialize(send, body)
+            await self.post_initialize(ex, body)
         else:
-            await self.post_session(send, h, body, sid, version)
+            await self.post_session(ex, body, sid, version)
 
-    async def post_stateless(self, receive: Receive, send: Send, h: dict[str, str], body: bytes, version: str | None) -> None:
+    async def post_stateless(self, ex: Exchange, body: bytes, version: str | None) -> None:
         try:
             msg = jsonrpc.decode(body)
         except ProtocolError as exc:
-            await respond(send, 400, jsonrpc.encode_error(None, exc))
+            await ex.respond(400, jsonrpc.encode_error(None, exc))
             return
         if isinstance(msg, list) or isinstance(msg, Invalid):
             rid = msg.id if isinstance(msg, Invalid) else None
-            await respond(send, 400, error_body(jsonrpc.INVALID_REQUEST, "Invalid Request: send one JSON-RPC request per POST", rid))
+            await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, "Invalid Request: send one JSON-RPC request per POST", rid))
             return
         if not msg.is_request:
-            await respond(send, 202)  # nothing to answer (no client notifications are defined here)
+            await ex.respond(202)  # nothing to answer (no client notifications are defined here)
             return
         try:
-            self._check_stateless(msg, h, version)
+            self._check_stateless(msg, ex.headers, version)
         except ProtocolError as exc:
-            await respond(send, http_status_for(exc.code), jsonrpc.encode_error(msg.id, exc))  # type: ignore[arg-type]
+            await ex.respond(http_status_for(exc.code), jsonrpc.encode_error(msg.id, exc))  # type: ignore[arg-type]
             return
         events = self.stateless_conn.receive_message(msg, stateless=True)
         ev = events[0]
         if isinstance(ev, Reply):
-            await respond(send, http_status_for(error_code(ev.data) or 0), ev.data)
+            await ex.respond(http_status_for(error_code(ev.data) or 0), ev.data)
             return
         assert isinstance(ev, RequestReceived)
-        await self._answer_stateless(ev, receive, send, prefers_sse(h.get("accept", "")))
+        await self._answer_stateless(ev, ex, prefers_sse(ex.headers.get("accept", "")))
 
     def _check_stateless(self, msg: Message, h: dict[str, str], version: str | None) -> None:
         """Header rules in the order the spec's validation implies."""
@@ -146,63 +148,68 @@ class Streamable:
                     args = params.get("arguments")
                     http_rules.check_param_headers(h, mirrored, args if isinstance(args, dict) else None)
 
-    async def _answer_stateless(self, req: RequestReceived, receive: Receive, send: Send, sse: bool = False) -> None:
+    async def _answer_stateless(self, req: RequestReceived, ex: Exchange, sse: bool = False) -> None:
         """Run the request in this HTTP exchange: JSON unless it streams (or the client prefers
         SSE); a closed stream cancels it."""
         sse = sse or self.settings.response_mode == "sse" or req.method == "subscriptions/listen"
-        peer = _DirectPeer(send, sse and self.settings.response_mode != "json" or req.method == "subscriptions/listen")
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
-            if req.method == "subscriptions/listen":
+        peer = _DirectPeer(ex, sse and self.settings.response_mode != "json" or req.method == "subscriptions/listen")
+        if req.method == "subscriptions/listen":
+            async with trio.open_nursery() as nursery:
                 nursery.start_soon(peer.heartbeat, self.settings.sse_heartbeat_s)
-            data = await self.dispatcher.handle(req, peer, InFlight())
+                await self._run_stateless(req, ex, peer)
+                nursery.cancel_scope.cancel()
+        else:
+            await self._run_stateless(req, ex, peer)
+
+    async def _run_stateless(self, req: RequestReceived, ex: Exchange, peer: "_DirectPeer") -> None:
+        async with ex.cancel_on_disconnect():
+            data = await self.dispatcher.handle(req, peer)
             if data is not None:
                 await peer.finish(data)
-            nursery.cancel_scope.cancel()
 
-    async def post_initialize(self, send: Send, body: bytes) -> None:
+    async def post_initialize(self, ex: Exchange, body: bytes) -> None:
         try:
             msg = jsonrpc.decode(body)
         except ProtocolError as exc:
-            await respond(send, 400, jsonrpc.encode_error(None, exc))
+            await ex.respond(400, jsonrpc.encode_error(None, exc))
             return
         if not isinstance(msg, Message) or msg.method != "initialize" or not msg.is_request:
-            await respond(send, 400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required (or send initialize to open a session)"))
+            await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required (or send initialize to open a session)"))
             return
         session = self.sessions.create(self.app.new_connection())
         if session is None:
-            await respond(send, 503, error_body(jsonrpc.INTERNAL_ERROR, "Service Unavailable: too many sessions"), [(b"retry-after", b"5")])
+            await ex.respond(503, error_body(jsonrpc.INTERNAL_ERROR, "Service Unavailable: too many sessions"), [(b"retry-after", b"5")])
             return
         (reply,) = session.conn.receive_message(msg)
         assert isinstance(reply, Reply)
         if error_code(reply.data) is not None:
             self.sessions.end(session.id)
-            await respond(send, 400, reply.data)
+            await ex.respond(400, reply.data)
             return
-        await respond(send, 200, reply.data, [(b"mcp-session-id", session.id.encode())])
+        await ex.respond(200, reply.data, [(b"mcp-session-id", session.id.encode())])
 
-    async def post_session(self, send: Send, h: dict[str, str], body: bytes, sid: str, version: str | None) -> None:
+    async def post_session(self, ex: Exchange, body: bytes, sid: str, version: str | None) -> None:
         session = self.sessions.get(sid)
         if session is None:
-            await respond(send, 404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session; initialize a new one"))
+            await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session; initialize a new one"))
             return
         if version is not None and version.strip() not in HANDSHAKE_VERSIONS:
-            await respond(send, 400, error_body(jsonrpc.INVALID_REQUEST, f"Bad Request: unsupported MCP-Protocol-Version {version!r}"))
+            await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, f"Bad Request: unsupported MCP-Protocol-Version {version!r}"))
             return
         events = session.conn.receive(body)
         if len(events) == 1 and isinstance(events[0], Batch):
-            await self._answer_batch(session, events[0].events, send)
+            await self._answer_batch(session, events[0].events, ex)
             return
         requests = [ev for ev in events if isinstance(ev, RequestReceived)]
         for ev in events:
             self._apply(session, ev)
         if requests:
-            await self._answer_in_session(session, requests[0], send, prefers_sse(h.get("accept", "")))
+            await self._answer_in_session(session, requests[0], ex, prefers_sse(ex.headers.get("accept", "")))
         elif any(isinstance(ev, Reply) for ev in events):
             data = next(ev.data for ev in events if isinstance(ev, Reply))
-            await respond(send, http_status_for(error_code(data) or 0) if error_code(data) in (-32700, -32600) else 200, data)
+            await ex.respond(http_status_for(error_code(data) or 0) if error_code(data) in (-32700, -32600) else 200, data)
         else:
-            await respond(send, 202)
+            await ex.respond(202)
 
     def _apply(self, session: Session, ev: Event) -> None:
         if isinstance(ev, CancelRequested):
@@ -210,7 +217,7 @@ class Streamable:
         elif isinstance(ev, ResponseReceived):
             session.deliver(ev)
 
-    async def _answer_batch(self, session: Session, events: list[Event], send: Send) -> None:
+    async def _answer_batch(self, session: Session, events: list[Event], ex: Exchange) -> None:
         answers: list[bytes] = []
         peer = _BufferPeer()
 
@@ -228,30 +235,41 @@ class Streamable:
                 else:
                     self._apply(session, ev)
         if answers:
-            await respond(send, 200, jsonrpc.encode_batch(answers))
+            await ex.respond(200, jsonrpc.encode_batch(answers))
         else:
-            await respond(send, 202)
+            await ex.respond(202)
 
-    async def _answer_in_session(self, session: Session, req: RequestReceived, send: Send, sse: bool = False) -> None:
+    async def _answer_in_session(self, session: Session, req: RequestReceived, ex: Exchange, sse: bool = False) -> None:
         """The request runs in the server's nursery, so a dropped connection does not stop it;
         its messages go through the session's replay store."""
         assert self.nursery is not None
+        limit = self.settings.max_concurrent_requests
+        if session.active >= limit:
+            await ex.respond(503, jsonrpc.encode_error(req.id, busy(limit)), [(b"retry-after", b"1")])
+            return
         stream = session.new_stream()
-        channel = stream.attach(0)
+        box = stream.attach(0)
         peer = _SessionPeer(session, stream, self.settings.sse_retry_ms)
         session.active += 1
         self.nursery.start_soon(self._run_in_session, session, req, peer, stream)
-        first = await channel.receive()
+        try:
+            first = await box.get()
+        except trio.EndOfChannel:  # the session ended (DELETE, expiry, shutdown) before any answer
+            if self.closing.is_set():
+                await ex.respond(503, error_body(jsonrpc.INTERNAL_ERROR, "Service Unavailable: the server is shutting down", req.id), [(b"retry-after", b"5")])
+            else:
+                await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: the session ended", req.id))
+            return
         json_ok = self.settings.response_mode == "json" or (self.settings.response_mode == "auto" and not sse)
         if json_ok and first[0] != CLOSE and stream.done and stream.seq == 1 and not peer.wants_sse:
-            stream.detach(channel)
-            await respond(send, 200, first[1])
+            stream.detach(box)
+            await ex.respond(200, first[1])
             return
         polling = req.features.version >= "2025-11-25"
-        await sse_start(send, [])
+        await ex.start_stream()
         if polling:  # priming event: an id to resume from, and how soon to come back
-            await sse_send(send, sse_event(b"", f"{stream.key}-0", retry_ms=self.settings.sse_retry_ms))
-        await self._pump(send, channel, stream, first, polling)
+            await ex.send_chunk(sse_event(b"", f"{stream.key}-0", retry_ms=self.settings.sse_retry_ms))
+        await self._pump(ex, box, stream, first, polling)
 
     async def _run_in_session(self, session: Session, req: RequestReceived, peer: "_SessionPeer", stream: Stream) -> None:
         try:
@@ -264,46 +282,47 @@ class Streamable:
             stream.detach()
             session.streams.pop(stream.key, None)
 
-    async def _pump(self, send: Send, channel: trio.MemoryReceiveChannel[Any], stream: Stream, first: Any, with_ids: bool) -> None:
-        """Write a stream's frames as SSE until it ends, the server closes it, or shuts down."""
-        async with trio.open_nursery() as nursery:
-            async def stop_on_shutdown() -> None:
-                await self.closing.wait()
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(stop_on_shutdown)
-            try:
-                frame = first
-                while frame[0] != CLOSE:
-                    await sse_send(send, sse_event(frame[1], frame[0] if with_ids else None))
-                    while True:
-                        with trio.move_on_after(self.settings.sse_heartbeat_s):
-                            frame = await channel.receive()
-                            break
-                        await sse_send(send, b": keep-alive\n\n")
-            except (trio.EndOfChannel, trio.ClosedResourceError):
-                pass
-            except OSError:  # the client went away: the stream stays resumable
-                pass
-            nursery.cancel_scope.cancel()
-        stream.detach(channel)
+    async def _pump(self, ex: Exchange, box: Outbox[Any], stream: Stream, first: Any, with_ids: bool) -> None:
+        """Write a stream's frames as SSE until it ends or the server closes it (closing the
+        box: what is queued is still written, then the response ends cleanly)."""
         try:
-            await sse_end(send)
+            frame = first
+            while frame[0] != CLOSE:
+                await ex.send_chunk(sse_event(frame[1], frame[0] if with_ids else None))
+                while True:
+                    with trio.move_on_after(self.settings.sse_heartbeat_s):
+                        frame = await box.get()
+                        break
+                    await ex.send_chunk(b": keep-alive\n\n")
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            pass
+        except OSError:  # the client went away: the stream stays resumable
+            pass
+        stream.detach(box)
+        try:
+            await ex.end_stream()
         except OSError:
             pass
 
+    async def _end_at_shutdown(self, box: Outbox[Any]) -> None:
+        """A standalone stream ends (cleanly) when the server starts shutting down; a request's
+        stream runs on until its answer, within the shutdown grace period."""
+        await self.closing.wait()
+        box.close()
+
     # -- GET and DELETE ----------------------------------------------------------------------------
-    async def get(self, receive: Receive, send: Send, h: dict[str, str]) -> None:
+    async def get(self, ex: Exchange) -> None:
+        h = ex.headers
         sid = h.get("mcp-session-id")
         if sid is None:
-            await respond(send, 405, error_body(jsonrpc.INVALID_REQUEST, "Method Not Allowed: GET needs a session (stateless clients use subscriptions/listen)"), [(b"allow", b"POST, OPTIONS")])
+            await ex.respond(405, error_body(jsonrpc.INVALID_REQUEST, "Method Not Allowed: GET needs a session (stateless clients use subscriptions/listen)"), [(b"allow", b"POST, OPTIONS")])
             return
         if not accepts(h.get("accept", ""), "text/event-stream"):
-            await respond(send, 406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
+            await ex.respond(406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
             return
         session = self.sessions.get(sid)
         if session is None:
-            await respond(send, 404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session"))
+            await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session"))
             return
         last = h.get("last-event-id")
         key, after = "0", session.standalone.seq
@@ -314,32 +333,36 @@ class Streamable:
         if stream is None:  # finished already: replay what the store still holds
             stream = Stream(session, key)
             stream.done = True
-        channel = stream.attach(after)
+        box = stream.attach(after)
         session.active += 1
+        first: Any = None
         try:
-            await sse_start(send, [])
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
+            await ex.start_stream()
+            async with ex.cancel_on_disconnect(), trio.open_nursery() as nursery:
+                if key == "0":
+                    nursery.start_soon(self._end_at_shutdown, box)
                 try:
-                    first = await channel.receive()
-                except trio.EndOfChannel:
-                    nursery.cancel_scope.cancel()
-                    await sse_end(send)
-                    return
-                await self._pump(send, channel, stream, first, True)
+                    first = await box.get()
+                except trio.EndOfChannel:  # nothing to replay, or shutting down
+                    first = None
+                if first is not None:
+                    await self._pump(ex, box, stream, first, True)  # ends the response
                 nursery.cancel_scope.cancel()
+            if first is None:  # nothing was written (the pump ends its own responses)
+                with contextlib.suppress(OSError):
+                    await ex.end_stream()
         finally:
             session.active -= 1
             session.touch()
 
-    async def delete(self, send: Send, h: dict[str, str]) -> None:
-        sid = h.get("mcp-session-id")
+    async def delete(self, ex: Exchange) -> None:
+        sid = ex.headers.get("mcp-session-id")
         if sid is None:
-            await respond(send, 400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
+            await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
         elif self.sessions.end(sid):
-            await respond(send, 200)
+            await ex.respond(200)
         else:
-            await respond(send, 404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session"))
+            await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session"))
 
     async def forward_changes(self) -> None:
         """List-changed and resource-updated notices to every initialized session's GET stream."""
@@ -351,19 +374,11 @@ class Streamable:
                         session.standalone.emit(notice)
 
 
-async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            scope.cancel()
-            return
-
-
 class _DirectPeer:
     """Stateless era: JSON answer unless something streams first, then SSE in this exchange."""
 
-    def __init__(self, send: Send, sse: bool) -> None:
-        self._send = send
+    def __init__(self, ex: Exchange, sse: bool) -> None:
+        self._ex = ex
         self._sse = sse
         self._started = False
         self._lock = trio.StrictFIFOLock()
@@ -371,12 +386,12 @@ class _DirectPeer:
     async def _start(self) -> None:
         if not self._started:
             self._started = True
-            await sse_start(self._send, [])
+            await self._ex.start_stream()
 
     async def notify(self, data: bytes) -> None:
         async with self._lock:
             await self._start()
-            await sse_send(self._send, sse_event(data))
+            await self._ex.send_chunk(sse_event(data))
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         raise RuntimeError("the stateless era has no server-to-client requests")
@@ -386,16 +401,16 @@ class _DirectPeer:
             await trio.sleep(every)
             async with self._lock:
                 await self._start()
-                await sse_send(self._send, b": keep-alive\n\n")
+                await self._ex.send_chunk(b": keep-alive\n\n")
 
     async def finish(self, data: bytes) -> None:
         async with self._lock:
             if self._started or self._sse:
                 await self._start()
-                await sse_send(self._send, sse_event(data))
-                await sse_end(self._send)
+                await self._ex.send_chunk(sse_event(data))
+                await self._ex.end_stream()
             else:
-                await respond(self._send, http_status_for(error_code(data) or 0), data)
+                await self._ex.respond(http_status_for(error_code(data) or 0), data)
 
 
 class _SessionPeer:

@@ -26,7 +26,8 @@ def _mcpkit() -> str:
 
 def _run(tmp: Path, actions: Any) -> Any:
     config = tmp / "mcpkit.toml"
-    config.write_text(f"[plugins.codesearch]\ndatabase = {json.dumps(str(tmp / 'cs.sqlite3'))}\n")
+    config.write_text(f"[plugins.codesearch]\ndatabase = {json.dumps(str(tmp / 'cs.sqlite3'))}\n"
+                      f"roots = [{json.dumps(str(tmp))}]\n")
     params = mcp.StdioServerParameters(
         command=_mcpkit(), args=["serve", "--plugin", "codesearch", "--config", str(config)],
         cwd=str(tmp), env={"MCPKIT_DATA_DIR": str(tmp / "data")},

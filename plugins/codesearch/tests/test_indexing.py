@@ -182,3 +182,29 @@ def test_background_run_and_status(engine: CodeSearch, tmp_path: Path) -> None:
     assert engine.search("background 39").total == 1
     ran = engine.index(str(root))
     assert engine.status(ran.run_id).files_unchanged == 40
+
+
+def test_read_connections_do_not_pile_up_as_worker_threads_come_and_go(engine, tmp_path: Path) -> None:
+    """mcpkit runs plain tools in worker threads that it retires when idle; a connection per
+    thread leaked two fds for every thread ever used."""
+    import os
+    import threading
+
+    write(tmp_path / "src", "a.py", "x = 1\n")
+    engine.index(str(tmp_path / "src"))
+    db = str(engine.database)
+
+    def open_fds() -> int:
+        return sum(1 for fd in os.listdir("/proc/self/fd")
+                   if os.path.realpath(f"/proc/self/fd/{fd}").startswith(db))
+
+    counts = []
+    for _ in range(10):
+        threads = [threading.Thread(target=engine.recent_files) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        counts.append(open_fds())
+    # at most one connection per call running at once (4), each with its db and -wal/-shm files
+    assert max(counts) <= 4 * 3, counts

@@ -18,8 +18,9 @@ def _engine(database: str | None, config_file: str | None,
             config["database"] = database
         if max_file_size is not None:
             config["max_file_size"] = max_file_size
-        path, size = resolve(config)
-        return CodeSearch(path, max_file_size=size)
+        s = resolve(config)
+        return CodeSearch(s.database, max_file_size=s.max_file_size, max_files=s.max_files,
+                          max_index_bytes=s.max_index_bytes)
     except (SettingsError, *UserError) as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -11,7 +11,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -43,6 +43,23 @@ class RunProgress:
 ProgressCallback = Callable[[RunProgress], None]
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one run may take on: per file, files listed, bytes read."""
+
+    max_file_size: int
+    max_files: int
+    max_index_bytes: int
+
+
+#: Kernel pseudo-filesystems: their "files" can block for ever (/proc/kmsg) or never end.
+PSEUDO_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+def _under(path: Path, top: Path) -> bool:
+    return path == top or top in path.parents
+
+
 @dataclass
 class IndexJob:
     """A validated request: resolved root, chosen source and project name."""
@@ -53,8 +70,12 @@ class IndexJob:
     source: Source
 
 
-def prepare(repository: str, ref: str | None = None, project: str | None = None) -> IndexJob:
-    """Validate the request; raises SourceError with a clear message."""
+def prepare(repository: str, ref: str | None = None, project: str | None = None,
+            roots: Sequence[Path] | None = None) -> IndexJob:
+    """Validate the request; raises SourceError with a clear message.
+
+    With `roots`, the repository must be one of them or lie below one (after resolving
+    symlinks); kernel pseudo-filesystems are refused always."""
     if not repository or "\0" in repository:
         raise SourceError("repository must be a non-empty path")
     root = Path(repository).expanduser()
@@ -64,6 +85,12 @@ def prepare(repository: str, ref: str | None = None, project: str | None = None)
         raise SourceError(f"repository path does not exist: {repository}") from None
     if not root.is_dir():
         raise SourceError(f"repository path is not a directory: {repository}")
+    if any(_under(root, p) for p in PSEUDO_ROOTS):
+        raise SourceError(f"{root} is on a kernel pseudo-filesystem (/proc, /sys, /dev): it cannot be indexed")
+    if roots is not None and not any(_under(root, r) for r in roots):
+        allowed = ", ".join(str(r) for r in roots) or "none"
+        raise SourceError(f"{root} is outside the directories this server may index ({allowed}); "
+                          "the server's operator can add it to [plugins.codesearch] roots")
     name = project if project is not None else root.name
     if not name or "/" in name or name.strip() != name or len(name) > 200:
         raise SourceError(
@@ -240,14 +267,18 @@ def _stage(conn: sqlite3.Connection, run: RunProgress, project_id: int, stamp: f
             notify(run)
 
 
-def execute(conn: sqlite3.Connection, job: IndexJob, run: RunProgress, max_file_size: int,
+def execute(conn: sqlite3.Connection, job: IndexJob, run: RunProgress, limits: Limits,
             notify: ProgressCallback | None = None) -> IndexResult:
     """Run the job on a write connection; the run row must already exist."""
+    max_file_size = limits.max_file_size
     c = run.counts
     run.phase = "listing"
     if notify:
         notify(run)
-    listed = job.source.list()
+    listed = job.source.list(limits.max_files + 1)
+    if len(listed) > limits.max_files:
+        raise SourceError(f"{job.root} holds more than {limits.max_files} files; index a smaller directory, "
+                          "or raise [plugins.codesearch] max_files")
     entries = [e for e in listed if _utf8_ok(e.path)]
     c["files_skipped"] += len(listed) - len(entries)
     run.total = len(listed)
@@ -271,6 +302,11 @@ def execute(conn: sqlite3.Connection, job: IndexJob, run: RunProgress, max_file_
             c["files_removed"] += prev is not None and prev[4] is None
         else:
             to_read.append((entry, prev is not None and prev[4] is None))
+    to_read_bytes = sum(e.size for e, _ in to_read)
+    if to_read_bytes > limits.max_index_bytes:
+        raise SourceError(f"{job.root} needs {to_read_bytes} bytes read, over the {limits.max_index_bytes} "
+                          "bytes a run may read; index a smaller directory, or raise "
+                          "[plugins.codesearch] max_index_bytes")
     gone = list(previous.values())
     c["files_removed"] += sum(1 for p in gone if p[4] is None)
     replaced.extend((p[0], p[4] is None) for p in gone)

@@ -8,6 +8,7 @@ import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import mcpkit
@@ -16,22 +17,30 @@ import msgspec
 from .engine import CodeSearch, UserError
 from .indexer import RunProgress
 from .models import IndexResult, RecentFiles, RunStatus, SearchResult
-from .settings import SettingsError, resolve
+from .settings import Settings, SettingsError, resolve
 
-_engines: dict[tuple[str, int], CodeSearch] = {}
+_engines: dict[tuple[str, int, int, int], CodeSearch] = {}
 _engines_lock = threading.Lock()
 
 
-def engine_for(config: dict[str, Any]) -> CodeSearch:
-    """One engine per (database, max_file_size), shared by the hooks of a process."""
+def settings_for(config: dict[str, Any]) -> Settings:
     try:
-        path, max_size = resolve(config or {})
-        key = (str(path), max_size)
+        return resolve(config or {})
+    except SettingsError as exc:
+        raise ValueError(f"codesearch: {exc}") from None
+
+
+def engine_for(config: dict[str, Any]) -> CodeSearch:
+    """One engine per database and limits, shared by the hooks of a process."""
+    s = settings_for(config)
+    try:
+        key = (str(s.database), s.max_file_size, s.max_files, s.max_index_bytes)
         with _engines_lock:
             if key not in _engines:
-                _engines[key] = CodeSearch(path, max_file_size=max_size)
+                _engines[key] = CodeSearch(s.database, max_file_size=s.max_file_size, max_files=s.max_files,
+                                           max_index_bytes=s.max_index_bytes)
             return _engines[key]
-    except (SettingsError, *UserError) as exc:
+    except UserError as exc:
         raise ValueError(f"codesearch: {exc}") from None
 
 
@@ -69,7 +78,8 @@ ProjectName = Annotated[str, msgspec.Meta(min_length=1, max_length=200,
                                           description="Project name (default: all projects)")]
 
 
-def build_tools(engine: CodeSearch) -> list[Any]:
+def build_tools(engine: CodeSearch, roots: tuple[Path, ...] = ()) -> list[Any]:
+    """The tools; index_repository reads only under ``roots``."""
     @mcpkit.tool(annotations={"readOnlyHint": False, "destructiveHint": False,
                               "idempotentHint": True, "openWorldHint": False}, timeout=3600.0)
     def index_repository(
@@ -92,12 +102,13 @@ def build_tools(engine: CodeSearch) -> list[Any]:
         In a git work tree the files `git ls-files` lists are indexed (.gitignore is
         respected); with `ref`, that commit's tree is read without checking it out.
         Binary files, files over the size limit, virtualenvs, node_modules and .git are
-        skipped. Unchanged files are not re-read and deleted files disappear.
+        skipped. Unchanged files are not re-read and deleted files disappear. Only
+        directories under the server's allowed roots can be indexed.
         """
         try:
             if not wait:
-                return engine.start_index(repository, ref=ref, project=project)
-            return engine.index(repository, ref=ref, project=project, progress=_Progress(ctx))
+                return engine.start_index(repository, ref=ref, project=project, roots=roots)
+            return engine.index(repository, ref=ref, project=project, progress=_Progress(ctx), roots=roots)
         except UserError as exc:
             raise mcpkit.ToolError(str(exc)) from None
 
@@ -176,7 +187,7 @@ async def _lifespan(engine: CodeSearch) -> AsyncIterator[None]:
 
 @mcpkit.hookimpl
 def mcpkit_tools(config: dict[str, Any]) -> list[Any]:
-    return build_tools(engine_for(config))
+    return build_tools(engine_for(config), settings_for(config).roots)
 
 
 @mcpkit.hookimpl

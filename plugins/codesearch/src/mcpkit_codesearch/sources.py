@@ -7,13 +7,18 @@ of the entries the indexer asks for.
 
 import os
 import shutil
+import stat
 import subprocess
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 EXCLUDED_DIRS = frozenset({".git", "node_modules"})
+#: never walked into, even from "/": their files can block for ever or never end
+PSEUDO_DIRS = frozenset({"/proc", "/sys", "/dev"})
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 VENV_MARKER = "pyvenv.cfg"
 
 
@@ -37,6 +42,20 @@ def _git(root: Path, *args: str) -> bytes:
         msg = proc.stderr.decode("utf-8", "replace").strip() or f"exit status {proc.returncode}"
         raise SourceError(f"git {args[0]} failed in {root}: {msg}")
     return proc.stdout
+
+
+def _open_regular(path: str) -> BinaryIO:
+    """Open a regular file for reading; anything else (a FIFO, a device, a symlink swapped in
+    after listing) is refused with OSError, without blocking."""
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"not a regular file: {path}")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def is_git_work_tree(root: Path) -> bool:
@@ -73,10 +92,11 @@ class DirectorySource:
     def describe(self) -> str:
         return "directory"
 
-    def list(self) -> list[Entry]:
+    def list(self, limit: int | None = None) -> list[Entry]:
+        """Regular files, at most `limit` of them (a longer listing stops there)."""
         out: list[Entry] = []
         stack: list[tuple[str, str]] = [("", str(self.root))]
-        while stack:
+        while stack and (limit is None or len(out) < limit):
             rel, absdir = stack.pop()
             try:
                 with os.scandir(absdir) as it:
@@ -90,7 +110,7 @@ class DirectorySource:
                     if e.is_symlink():
                         continue
                     if e.is_dir(follow_symlinks=False):
-                        if e.name not in EXCLUDED_DIRS:
+                        if e.name not in EXCLUDED_DIRS and e.path not in PSEUDO_DIRS:
                             stack.append((f"{rel}{e.name}/", e.path))
                     elif e.is_file(follow_symlinks=False):
                         st = e.stat(follow_symlinks=False)
@@ -104,7 +124,7 @@ class DirectorySource:
         root = str(self.root)
         for entry in entries:
             try:
-                with open(os.path.join(root, entry.path), "rb") as fh:
+                with _open_regular(os.path.join(root, entry.path)) as fh:
                     head = fh.read(8192)
                     if b"\0" in head or len(head) < 8192:
                         yield head  # binary (the indexer checks) or complete
@@ -122,7 +142,7 @@ class WorkTreeSource(DirectorySource):
     def describe(self) -> str:
         return "worktree"
 
-    def list(self) -> list[Entry]:
+    def list(self, limit: int | None = None) -> list[Entry]:
         raw = _git(self.root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
         paths = sorted({os.fsdecode(p) for p in raw.split(b"\0") if p})
         out: list[Entry] = []
@@ -158,7 +178,7 @@ class CommitSource:
     def describe(self) -> str:
         return f"ref:{self.commit_id}"
 
-    def list(self) -> list[Entry]:
+    def list(self, limit: int | None = None) -> list[Entry]:
         raw = _git(self.root, "ls-tree", "-r", "-z", "-l", self.commit_id)
         by_path: dict[str, Entry] = {}
         for record in raw.split(b"\0"):

@@ -1,0 +1,85 @@
+"""A bounded fuzz and abuse campaign against real `mcpkit serve` processes (`make fuzz`).
+
+    .venv/bin/python fuzz/campaign.py [--seconds 60] [--transports stdio,http] [--seed 1] [--out report.json]
+
+Each transport gets its own server, with the conformance fixture, codesearch, openapi and a
+misbehaving test plugin loaded. For the given time per transport the campaign sends hostile
+and careless traffic (fuzz/generate.py) and counts what must never happen: crashes (the
+process exits), hangs (a liveness probe or a request unanswered for 10 s), 5xx answers
+(a 503 with Retry-After excepted), non-JSON lines on stdout, JSON-RPC answers that are not
+well formed. It also reports -32603 answers, tracebacks on stderr, and the server's RSS and
+open fds after a warm-up and at the end. Exit status 1 when anything that must never happen
+did, or memory grew by more than --max-rss-growth-mib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Tally  # noqa: E402
+from drive_http import run_http  # noqa: E402
+from drive_stdio import run_stdio  # noqa: E402
+
+
+def report(tallies: list[Tally], seconds: float, seed: int) -> str:
+    rows = [
+        ("frames / requests sent", lambda t: t.sent),
+        ("crashes", lambda t: t.crashes),
+        ("hangs", lambda t: t.hangs),
+        ("5xx answers", lambda t: t.server_errors),
+        ("non-JSON output", lambda t: t.non_json),
+        ("malformed JSON-RPC", lambda t: t.malformed),
+        ("-32603 answers", lambda t: t.internal),
+        ("tracebacks on stderr", lambda t: t.tracebacks),
+        ("RSS after warm-up (MiB)", lambda t: f"{t.usage_start[0] / 1024:.1f}"),
+        ("RSS at the end (MiB)", lambda t: f"{t.usage_end[0] / 1024:.1f}"),
+        ("open fds after warm-up / end", lambda t: f"{t.usage_start[1]} / {t.usage_end[1]}"),
+    ]
+    out = [f"fuzz campaign: seed {seed}, {seconds:g} s per transport, {platform.node()} "
+           f"({os.cpu_count()} CPUs, Python {platform.python_version()})",
+           "| | " + " | ".join(t.transport for t in tallies) + " |", "|---|" + "---|" * len(tallies)]
+    for name, get in rows:
+        out.append(f"| {name} | " + " | ".join(str(get(t)) for t in tallies) + " |")
+    for t in tallies:
+        if t.statuses:
+            out.append(f"{t.transport} statuses: " + ", ".join(f"{k}: {v}" for k, v in sorted(t.statuses.items())))
+        for example in t.examples:
+            out.append(f"  {t.transport}: {example}")
+    return "\n".join(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=60.0, help="time per transport")
+    parser.add_argument("--transports", default="stdio,http")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="write the tallies as JSON here")
+    parser.add_argument("--max-rss-growth-mib", type=float, default=64.0)
+    args = parser.parse_args()
+    tallies: list[Tally] = []
+    with tempfile.TemporaryDirectory(prefix="mcpkit-fuzz-") as tmp:
+        work = Path(tmp)
+        for transport in args.transports.split(","):
+            started = time.monotonic()
+            run = run_stdio if transport == "stdio" else run_http
+            tally = run(args.seconds, args.seed, work / transport)
+            print(f"{transport}: {tally.sent} sent in {time.monotonic() - started:.0f} s", file=sys.stderr)
+            tallies.append(tally)
+    text = report(tallies, args.seconds, args.seed)
+    print(text)
+    if args.out:
+        args.out.write_text(json.dumps([t.as_dict() for t in tallies], indent=2))
+    grew = [t for t in tallies if (t.usage_end[0] - t.usage_start[0]) / 1024 > args.max_rss_growth_mib]
+    return 1 if any(t.failed() for t in tallies) or grew else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

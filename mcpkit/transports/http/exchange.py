@@ -1,0 +1,181 @@
+"""One HTTP request and its response, as the MCP endpoints see it, whatever server carries it.
+
+mcpkit's own server hands its parsed request straight over (``server/exchange.py``); under
+hypercorn or any ASGI server :class:`AsgiExchange` adapts the ASGI messages. The endpoints
+(Streamable HTTP, legacy SSE, the security checks) are written once, against this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Awaitable, Callable
+
+import trio
+
+from .wire import BodyTooLarge, Disconnected, Headers
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+SSE_HEADERS: Headers = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+class Exchange:
+    """The request (method, path, query, lower-case headers) and the ways to answer it.
+
+    ``extra`` headers go on whatever response starts; ``status`` is 0 until one has.
+    Writing to a client that went away raises OSError.
+    """
+
+    method: str
+    path: str
+    query: bytes
+    headers: dict[str, str]
+    client: tuple[str, int] | None
+    http_version: str = "1.1"
+    root_path: str = ""  # where the app is mounted behind a proxy (ASGI root_path)
+
+    def __init__(self) -> None:
+        self.request_id = ""
+        self.status = 0
+        self.extra: Headers = []
+
+    async def read_body(self, limit: int) -> bytes:
+        """The whole body; BodyTooLarge past ``limit``, Disconnected if the client left."""
+        raise NotImplementedError
+
+    async def respond(self, status: int, body: bytes = b"", headers: Headers | None = None,
+                      content_type: bytes | None = b"application/json") -> None:
+        raise NotImplementedError
+
+    async def start_stream(self, status: int = 200, headers: Headers | None = None) -> None:
+        """Start a response whose body follows in pieces (``SSE_HEADERS`` by default)."""
+        raise NotImplementedError
+
+    async def send_chunk(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    async def end_stream(self) -> None:
+        raise NotImplementedError
+
+    async def wait_disconnect(self) -> None:
+        """Return when the client has gone away (for cancelling work it no longer waits for)."""
+        raise NotImplementedError
+
+    def cancel_on_disconnect(self) -> "contextlib.AbstractAsyncContextManager[trio.CancelScope]":
+        """``async with ex.cancel_on_disconnect() as scope:`` — the body is cancelled when the
+        client goes away (a closed stream is how stateless clients cancel)."""
+        return _WatchedScope(self)
+
+    async def forward(self, app: AsgiApp) -> None:
+        """Let an ASGI application (the plain routes) answer this request."""
+        raise NotImplementedError
+
+
+class AsgiExchange(Exchange):
+    def __init__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        super().__init__()
+        self.scope, self._receive, self._send = scope, receive, send
+        self.method = scope["method"]
+        self.path = scope["path"]
+        self.query = scope.get("query_string", b"")
+        self.headers = header_map(scope["headers"])
+        self.client = scope.get("client")
+        self.http_version = scope.get("http_version", "1.1")
+        self.root_path = scope.get("root_path", "")
+        self._disconnected = False
+
+    async def read_body(self, limit: int) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                self._disconnected = True
+                raise Disconnected
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _start(self, status: int, headers: Headers) -> None:
+        self.status = status
+        await self._send({"type": "http.response.start", "status": status, "headers": headers + self.extra})
+
+    async def respond(self, status: int, body: bytes = b"", headers: Headers | None = None,
+                      content_type: bytes | None = b"application/json") -> None:
+        hdrs = list(headers or [])
+        if body and content_type:
+            hdrs.append((b"content-type", content_type))
+        hdrs.append((b"content-length", str(len(body)).encode()))
+        await self._start(status, hdrs)
+        await self._send({"type": "http.response.body", "body": body})
+
+    async def start_stream(self, status: int = 200, headers: Headers | None = None) -> None:
+        await self._start(status, list(SSE_HEADERS if headers is None else headers))
+
+    async def send_chunk(self, data: bytes) -> None:
+        await self._send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def end_stream(self) -> None:
+        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def wait_disconnect(self) -> None:
+        while not self._disconnected:
+            if (await self._receive())["type"] == "http.disconnect":
+                self._disconnected = True
+
+    async def forward(self, app: AsgiApp) -> None:
+        extra = self.extra
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                self.status = message["status"]
+                message = dict(message, headers=list(message.get("headers", [])) + extra)
+            await self._send(message)
+
+        self.scope["mcpkit.request_id"] = self.request_id
+        await app(self.scope, self._receive, send)
+
+
+class _WatchedScope:
+    """A nursery whose scope a watcher task cancels when the client goes away (the general
+    way; mcpkit's own server does it without a task)."""
+
+    def __init__(self, ex: Exchange) -> None:
+        self._ex = ex
+        self._cm = trio.open_nursery()
+        self._nursery: trio.Nursery | None = None
+
+    async def __aenter__(self) -> trio.CancelScope:
+        self._nursery = nursery = await self._cm.__aenter__()
+        nursery.start_soon(self._watch, nursery.cancel_scope)
+        return nursery.cancel_scope
+
+    async def _watch(self, scope: trio.CancelScope) -> None:
+        await self._ex.wait_disconnect()
+        scope.cancel()
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()  # the body is done: stop watching
+        return await self._cm.__aexit__(*exc)
+
+
+def header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Request headers with lower-case names (repeated headers joined with ', ')."""
+    out: dict[str, str] = {}
+    for name, value in raw:
+        key = name.decode("latin-1").lower()
+        val = value.decode("latin-1")
+        out[key] = f"{out[key]}, {val}" if key in out else val
+    return out

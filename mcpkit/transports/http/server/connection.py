@@ -1,0 +1,166 @@
+"""The trio loop of one HTTP/1.1 connection: bytes from the socket into the state machine,
+requests to the application one at a time (pipelined ones in order), answers back.
+
+Requests are answered inline in the connection's task. Deadlines are kept by the server's
+sweeper (``listener.py``) from the phase and timestamp each connection records, so waiting
+for bytes costs no timer of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+import trio
+
+from .exchange import DirectExchange
+from .h1 import CONTINUE, H1Connection, response_head
+from .io import Io
+
+if TYPE_CHECKING:
+    from .listener import HttpServer
+
+log = logging.getLogger("mcpkit.http")
+
+#: Past a refusal (400, 413, ...) the rest of what the client sends is read and dropped for a
+#: moment, so an ordinary client that sends its whole body still reads the answer.
+LINGER_S = 2.0
+LINGER_BYTES = 64 * 1024 * 1024
+
+
+class Phase(IntEnum):
+    IDLE = 0  # between requests (keep-alive)
+    HEAD = 1  # part of a request head has arrived
+    BODY = 2  # the head is complete, the body is arriving
+    BUSY = 3  # the application is answering
+    CLOSING = 4
+
+
+class Connection:
+    def __init__(self, server: "HttpServer", io: Io, scheme: str) -> None:
+        self.server = server
+        self.io = io
+        self.scheme = scheme
+        self.h1 = H1Connection(server.limits)
+        self.phase = Phase.HEAD  # a new connection has header_timeout to send a request
+        self.since = server.now  # when the phase began (HEAD) or the last byte came (IDLE, BODY)
+        self.scope = trio.CancelScope()
+        self.must_close = False
+        self.timed_out = False
+        #: cancelled if the client goes away while they run (see DirectExchange.cancel_on_disconnect)
+        self.watchers: list[trio.CancelScope] = []
+        self.eof: trio.Event | None = None  # made when someone waits for the client to leave
+        self._eof = False
+
+    async def run(self) -> None:
+        try:
+            with self.scope:
+                await self.io.start()
+                await self._serve()
+            if self.timed_out and self.phase in (Phase.HEAD, Phase.BODY):
+                await self._refuse(408, "the request did not arrive in time")
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
+            pass  # the client went away or stopped reading: nothing more to say to it
+        finally:
+            self.phase = Phase.CLOSING
+            self.server.connections.discard(self)
+            with trio.CancelScope(shield=True):
+                await self.io.aclose()
+
+    async def _serve(self) -> None:
+        h1, server = self.h1, self.server
+        app = server.app
+        while True:
+            if not h1.ready:
+                if h1.error is not None:
+                    await self._refuse(*h1.error)
+                    return
+                if h1.closed_to_new or self._eof or (server.draining and not h1.in_message):
+                    return
+                data = await self.io.recv()
+                if not data:
+                    return
+                h1.feed(data)
+                if h1.continue_wanted:
+                    h1.continue_wanted = False
+                    await self.write(CONTINUE)
+                phase = Phase.BODY if h1.reading_body else Phase.HEAD if h1.in_message else Phase.IDLE
+                if phase != self.phase or phase == Phase.BODY:  # a head's deadline runs from its start
+                    self.since = server.now
+                self.phase = phase
+                continue
+            req = h1.ready.popleft()
+            self.phase = Phase.BUSY
+            ex = DirectExchange(self, req)
+            await app.serve(ex)
+            if not ex.finished:  # the handler gave up mid-response: the framing is broken
+                return
+            if self.must_close or not req.keep_alive or req.upgrade or server.draining:
+                return
+            self.phase = Phase.HEAD if h1.in_message else Phase.IDLE
+            self.since = server.now
+
+    async def write(self, data: bytes) -> None:
+        try:
+            await self.io.send(data, self.server.send_timeout)
+        except trio.TooSlowError:
+            self.must_close = True
+            raise BrokenPipeError("the client stopped reading") from None
+
+    async def wait_disconnect(self) -> None:
+        """Return when the client has closed the connection (noticed by the sweeper)."""
+        if self._eof:
+            return
+        if self.eof is None:
+            self.eof = trio.Event()
+        await self.eof.wait()
+
+    def client_gone(self) -> None:
+        """The client closed the connection while a request was being answered: cancel the
+        work registered for it, wake whoever waits for it."""
+        self._eof = True
+        if self.eof is not None:
+            self.eof.set()
+        for scope in self.watchers:
+            scope.cancel()
+
+    async def _refuse(self, status: int, message: str) -> None:
+        """Answer a request the server will not serve, then close lingering."""
+        body = self.server.app.refusal_body(self.h1.refused_path, status, _CODES.get(status, "BAD_REQUEST"), message)
+        head = response_head(status, [(b"content-type", b"application/json")], length=len(body), close=True)
+        with trio.move_on_after(LINGER_S):
+            await self.io.send(head + body, LINGER_S)
+            self.io.shutdown_write()
+            drained = 0
+            while drained < LINGER_BYTES:
+                data = await self.io.recv()
+                if not data:
+                    break
+                drained += len(data)
+
+    def sweep(self, now: float) -> None:
+        """Called by the sweeper twice a second: end a connection whose phase has lasted too
+        long; notice a client that left while its request is answered (a non-blocking peek
+        sees the end of input), so a long request is not left running for nobody."""
+        server = self.server
+        phase = self.phase
+        if phase == Phase.BUSY:
+            if (self.watchers or self.eof is not None) and not self._eof and self.io.peer_closed():
+                self.client_gone()
+            return
+        if phase == Phase.IDLE:
+            limit = 0.0 if server.draining else server.keepalive_timeout
+        elif phase == Phase.HEAD:
+            limit = server.header_timeout
+        elif phase == Phase.BODY:
+            limit = server.body_timeout
+        else:
+            return
+        if now - self.since >= limit:
+            self.timed_out = True
+            self.scope.cancel()
+
+
+_CODES = {400: "BAD_REQUEST", 408: "REQUEST_TIMEOUT", 414: "URI_TOO_LONG", 431: "HEADERS_TOO_LARGE",
+          505: "HTTP_VERSION_NOT_SUPPORTED"}

@@ -1,0 +1,150 @@
+"""mcpkit's HTTP/1.1 server: accepting connections, the cap on them, deadlines, the drain.
+
+One task per connection (``connection.py``); one sweeper task that, twice a second, ends the
+connections whose phase has outlasted its deadline: a request head not complete within
+``header_timeout_s`` (slowloris), a gap in a body over ``body_timeout_s``, keep-alive idleness
+over ``keepalive_timeout_s``. Past ``max_connections`` a new connection is answered 503 and
+closed at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import ssl
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ....server.settings import Settings
+from .connection import Connection, Phase
+from .h1 import Limits, response_head
+from .io import SocketIo, StreamIo
+
+if TYPE_CHECKING:
+    from ..asgi import HttpApp
+
+log = logging.getLogger("mcpkit.http")
+SWEEP_S = 0.5
+_BUSY_BODY = b'{"error":{"code":"SERVER_BUSY","message":"too many open connections; retry shortly"}}'
+_BUSY = response_head(503, [(b"content-type", b"application/json"), (b"retry-after", b"1")],
+                      length=len(_BUSY_BODY), close=True) + _BUSY_BODY
+
+
+def bind(host: str, port: int, backlog: int = 1024) -> socket.socket:
+    """A listening TCP socket (IPv6 when the host is an IPv6 literal)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def tls_context(certfile: str, keyfile: str | None) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(certfile, keyfile)
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+class HttpServer:
+    def __init__(self, app: "HttpApp", settings: Settings, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.app = app
+        self.limits = Limits(settings.max_url_bytes, settings.max_header_bytes, settings.max_headers,
+                             settings.max_message_bytes)
+        self.header_timeout = settings.header_timeout_s
+        self.body_timeout = settings.body_timeout_s
+        self.keepalive_timeout = settings.keepalive_timeout_s
+        self.send_timeout = settings.send_timeout_s
+        self.max_connections = settings.max_connections
+        self.ssl_context = ssl_context
+        self.connections: set[Connection] = set()
+        self.draining = False
+        self.now = 0.0
+        self._accepting = trio.CancelScope()
+        self._idle = trio.Event()
+
+    async def serve(self, sockets: list[socket.socket], *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until drained (see :meth:`drain`): returns once every connection has closed."""
+        self.now = trio.current_time()
+        async with trio.open_nursery() as connections:
+            connections.start_soon(self._sweep)
+            with self._accepting:
+                async with trio.open_nursery() as accepting:
+                    for sock in sockets:
+                        accepting.start_soon(self._accept, sock, connections)
+                    task_status.started()
+            while self.connections:  # draining
+                await self._idle.wait()
+                self._idle = trio.Event()
+            connections.cancel_scope.cancel()
+
+    def drain(self) -> None:
+        """Stop accepting; close idle connections now and busy ones after their answer."""
+        self.draining = True
+        self._accepting.cancel()
+        for conn in list(self.connections):
+            if conn.phase in (Phase.IDLE, Phase.HEAD) and not conn.h1.in_message:
+                conn.scope.cancel()
+        self._idle.set()
+
+    async def _accept(self, sock: socket.socket, nursery: trio.Nursery) -> None:
+        scheme = "https" if self.ssl_context is not None else "http"
+        while True:
+            try:
+                client, _ = sock.accept()
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(sock)
+                continue
+            except OSError as exc:  # out of file descriptors and the like: wait, do not spin
+                log.warning("accept failed: %s", exc)
+                await trio.sleep(0.1)
+                continue
+            if len(self.connections) >= self.max_connections:
+                _refuse_busy(client)
+                continue
+            client.setblocking(False)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = Connection(self, self._io(client), scheme)
+            self.connections.add(conn)
+            nursery.start_soon(self._run, conn)
+
+    def _io(self, client: socket.socket) -> Any:
+        if self.ssl_context is None:
+            return SocketIo(client)
+        stream = trio.SSLStream(trio.SocketStream(trio.socket.from_stdlib_socket(client)), self.ssl_context,
+                                server_side=True, https_compatible=True)
+        return StreamIo(stream, client)
+
+    async def _run(self, conn: Connection) -> None:
+        try:
+            await conn.run()
+        finally:
+            if self.draining:
+                self._idle.set()
+
+    async def _sweep(self) -> None:
+        while True:
+            await trio.sleep(SWEEP_S)
+            self.now = now = trio.current_time()
+            for conn in list(self.connections):
+                conn.sweep(now)
+
+
+def _refuse_busy(client: socket.socket) -> None:
+    try:
+        client.setblocking(False)
+        client.send(_BUSY)
+        client.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+    client.close()
+
+
+__all__ = ["HttpServer", "bind", "tls_context"]
