@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator, Mapping
 import trio
 
 from ..plugins import loader
+from ..protocol.framing import LineSplitter
 from ..plugins.config import Config, load_config
 from ..server.app import App
 from ..server.lifespan import plugin_lifespans
@@ -88,6 +89,7 @@ class MemoryTransport:
         self._app = app
         self._nursery = nursery
         self._session: StdioSession | None = None
+        self._lines = LineSplitter(app.settings.max_message_bytes)
         self._closed = False
 
     def describe(self) -> dict[str, Any]:
@@ -111,7 +113,8 @@ class MemoryTransport:
 
         if self._session is None or self._closed:
             raise ConnectionClosed("the in-memory server is closed")
-        await self._session.handle(self._session.conn.receive(bytes(frame)), self._nursery)
+        for line in self._lines.feed(bytes(frame) + b"\n"):  # the stdio server's own framing and limit
+            await self._session.take(line, self._nursery)
 
     def abort(self, request_id: Any) -> bool:
         return False
