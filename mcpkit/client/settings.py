@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .._version import __version__
 
@@ -42,3 +42,9 @@ class ClientSettings:
     remember_era: bool = True
     #: Fill the tool list cache right after connecting.
     prefetch_tools: bool = True
+    #: Where a stdio server's stderr goes: None passes it through, or a file object (or
+    #: ``subprocess.DEVNULL``) to keep it off the terminal.
+    server_stderr: Any = None
+    #: A ready transport to use instead of one made from the target (``mcpkit.testing``'s
+    #: in-memory link); it is probed like a stdio server.
+    transport: Any = None

@@ -9,6 +9,7 @@ import trio
 
 from .._version import __version__
 from ..protocol.connection import ServerConnection
+from .middleware import Chain
 from .mrtr import StateSealer
 from .registry import ChangeHub, Registry
 from .settings import Settings
@@ -21,6 +22,10 @@ class PluginInfo:
     version: str | None = None
     error: str | None = None
     loaded: bool = False
+    #: load-time mistakes that did not stop the plugin (an unmarked hook, an untyped parameter)
+    warnings: list[str] = field(default_factory=list)
+    #: names this plugin offers that an earlier plugin took ({"kind", "name", "plugin"})
+    conflicts: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -29,6 +34,8 @@ class App:
     settings: Settings = field(default_factory=Settings)
     plugins: list[PluginInfo] = field(default_factory=list)
     hub: ChangeHub = field(default_factory=ChangeHub)
+    #: middleware wrapping requests, in order (see :mod:`mcpkit.server.middleware`)
+    middleware: Chain = field(default_factory=Chain)
     _limiters: dict[Any, trio.CapacityLimiter] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

@@ -31,11 +31,13 @@ from ..protocol.versions import STATELESS_VERSIONS, Features
 from .app import App
 from .context import Context, InFlight, Peer
 from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolError
+from .middleware import Call, describe_call
 from .tools import ToolDef
 
 log = logging.getLogger("mcpkit.server")
 
 Handler = Callable[[RequestReceived, Peer], Awaitable[Any]]
+Work = Callable[[], Awaitable[dict[str, Any]]]
 _STATELESS_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 _CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover"})
 
@@ -69,7 +71,7 @@ class Dispatcher:
                 if in_flight is not None:
                     in_flight.scopes[req.id] = scope
                 try:
-                    return jsonrpc.encode_result(req.id, self._finish(req, await work))
+                    return jsonrpc.encode_result(req.id, self._finish(req, await work()))
                 finally:
                     if in_flight is not None:
                         in_flight.scopes.pop(req.id, None)
@@ -85,21 +87,52 @@ class Dispatcher:
             log.exception("internal error while serving %s", req.method)
             return jsonrpc.encode_error(req.id, ProtocolError(jsonrpc.INTERNAL_ERROR, "Internal error"))
 
-    def _plan(self, req: RequestReceived, peer: Peer) -> tuple[Awaitable[dict[str, Any]], float]:
-        """The handler call that answers ``req`` (not started yet) and its deadline."""
+    def _plan(self, req: RequestReceived, peer: Peer) -> tuple[Work, float]:
+        """The handler call that answers ``req`` (not started yet), inside the middleware that
+        wrap its method, and its deadline."""
+        if self.app.middleware and self.app.middleware.for_method(req.method):
+            return self._plan_wrapped(req, peer)
+        return self._plan_plain(req, peer)
+
+    def _plan_plain(self, req: RequestReceived, peer: Peer, call: Call | None = None) -> tuple[Work, float]:
         if req.method == "tools/call":
             params = jsonrpc.decode_params(req.params, CallToolParams)
             tool = self.app.registry.tools.get(params.name)
             if tool is None:
                 raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {params.name}")
             deadline = trio.current_time() + self._timeout(tool)
-            return self.call_tool(req, peer, params, tool, deadline), deadline
+            if call is None:
+                return functools.partial(self.call_tool, req, peer, params, tool, deadline), deadline
+
+            async def work() -> dict[str, Any]:  # with the arguments as the middleware left them
+                given = msgspec.structs.replace(params, arguments=call.arguments)
+                return await self.call_tool(req, peer, given, tool, deadline)
+
+            return work, deadline
         handler = self.handlers.get(req.method)
         if handler is None or (req.method in _STATELESS_METHODS and not req.features.stateless):
             raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
-        if req.method == "subscriptions/listen":
-            return handler(req, peer), math.inf  # held open until the client or a shutdown ends it
-        return handler(req, peer), trio.current_time() + self.app.settings.default_timeout
+        if req.method == "subscriptions/listen":  # held open until the client or a shutdown ends it
+            return functools.partial(handler, req, peer), math.inf
+        return functools.partial(handler, req, peer), trio.current_time() + self.app.settings.default_timeout
+
+    def _plan_wrapped(self, req: RequestReceived, peer: Peer) -> tuple[Work, float]:
+        """Through the middleware: they see every request of their methods, refused ones
+        (unknown tool, bad params) included, and may change a tool's arguments."""
+        call = describe_call(self.app.registry, req)
+        try:
+            work, deadline = self._plan_plain(req, peer, call)
+        except ProtocolError as exc:
+            work, deadline = functools.partial(_raise, exc), math.inf
+        return functools.partial(self._through_middleware, call, work), deadline
+
+    async def _through_middleware(self, call: Call, work: Work) -> dict[str, Any]:
+        try:
+            return await self.app.middleware.run(call, work)
+        except ToolError as exc:  # a middleware's refusal (the tool's own are answered inside)
+            if call.method == "tools/call":
+                return _error_result(str(exc))
+            raise ProtocolError(jsonrpc.INTERNAL_ERROR, str(exc)) from None
 
     def _timeout(self, tool: ToolDef) -> float:
         return tool.timeout or self.app.settings.default_timeout
@@ -302,6 +335,10 @@ class Dispatcher:
         return {"_meta": dict(tag)}  # the server ended the subscription (shutdown)
 
 
+
+
+async def _raise(exc: Exception) -> dict[str, Any]:
+    raise exc
 
 
 def _error_result(message: str) -> dict[str, Any]:

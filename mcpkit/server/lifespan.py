@@ -7,6 +7,7 @@ import logging
 from typing import Any, AsyncIterator
 
 from .app import App
+from .middleware import Chain
 
 log = logging.getLogger("mcpkit.server")
 
@@ -43,6 +44,7 @@ def _drop(app: App, plugin: str, error: str) -> None:
         else:
             reg.resources = [r for r in reg.resources if r.uri != name]
             reg.templates = [r for r in reg.templates if r.uri != name]
+    app.middleware = Chain([m for m in app.middleware.entries if m.plugin != plugin])
     for info in app.plugins:
         if info.name == plugin:
             info.error, info.loaded = error, False

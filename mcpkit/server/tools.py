@@ -12,7 +12,7 @@ import msgspec
 import msgspec.structs
 
 from ..protocol.types import CONTENT_TYPES, EmbeddedResource, TextContent
-from .schema import explain, inline_schema, is_object_schema, param_struct, unwrap_optional
+from .schema import checked_schema, explain, inline_schema, is_object_schema, param_struct, unwrap_optional, untyped_parameters
 
 
 @dataclasses.dataclass
@@ -55,7 +55,10 @@ class ToolDef:
         self.max_threads = max_threads
         self.is_async = inspect.iscoroutinefunction(fn)
         self.args_type, self.context_param, _ = param_struct(fn, _camel(self.name), is_context_annotation)
-        self.input_schema = input_schema if input_schema is not None else inline_schema(self.args_type)
+        schema = checked_schema(self.args_type, f"tool {self.name!r}")
+        self.input_schema = input_schema if input_schema is not None else schema
+        #: parameters without a type hint (reported when the plugin loads)
+        self.untyped = untyped_parameters(fn, self.context_param)
         self.input_schema.setdefault("type", "object")
         self.input_schema.setdefault("properties", {})
         self._fields = self.args_type.__struct_fields__
