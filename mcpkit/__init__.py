@@ -21,6 +21,7 @@ from .protocol.types import (
     TextContent,
     TextResourceContents,
 )
+from .protocol.jsonrpc import ProtocolError
 from .server.context import Context, PeerError, SyncContext
 from .server.errors import DefinitionError, InputRequired, MissingCapability, ResourceNotFound, ToolError
 from .server.middleware import Call, MiddlewareDef, middleware
@@ -48,7 +49,7 @@ __all__ = [
     "resource", "ResourceDef", "ResourceNotFound", "DefinitionError",
     "middleware", "MiddlewareDef", "Call",
     "prompt", "PromptDef", "PromptMessage", "completion", "CompletionDef",
-    "Context", "SyncContext", "PeerError", "MissingCapability", "InputRequired",
+    "Context", "SyncContext", "PeerError", "MissingCapability", "InputRequired", "ProtocolError",
     "TextContent", "ImageContent", "AudioContent", "ResourceLink", "EmbeddedResource",
     "TextResourceContents", "BlobResourceContents", "Annotations",
 ]

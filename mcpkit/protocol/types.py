@@ -100,6 +100,17 @@ class SubscriptionFilter(msgspec.Struct, kw_only=True, omit_defaults=True):
     promptsListChanged: Union[bool, UnsetType] = UNSET
     resourcesListChanged: Union[bool, UnsetType] = UNSET
     resourceSubscriptions: Union[list[str], UnsetType] = UNSET
+    taskIds: Union[list[str], UnsetType] = UNSET  # the tasks extension
+
+
+class TaskParams(Params, kw_only=True):
+    """tasks/get and tasks/cancel (the tasks extension)."""
+
+    taskId: str
+
+
+class UpdateTaskParams(TaskParams, kw_only=True):
+    inputResponses: dict[str, Any]
 
 
 class ListenParams(Params, kw_only=True):

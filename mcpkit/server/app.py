@@ -13,6 +13,9 @@ from .middleware import Chain
 from .mrtr import StateSealer
 from .registry import ChangeHub, Registry
 from .settings import Settings
+from .tasks.manager import TASKS_EXTENSION, TaskManager
+from .tasks.sqlite_store import SqliteTaskStore
+from .tasks.store import MemoryTaskStore, TaskStore
 
 
 @dataclass
@@ -42,6 +45,20 @@ class App:
         secret = self.settings.state_secret
         self.sealer = StateSealer(secret.encode() if secret else None)
         self.server_info = {"name": self.settings.name, "version": __version__}
+        self.tasks = TaskManager(self.settings, self._task_store, self.hub.publish)
+
+    def _task_store(self) -> TaskStore:
+        """The store tasks are kept in: durable SQLite by default; in memory when no tool can
+        run as a task (no file is made for nothing) or when configured so."""
+        s = self.settings
+        if s.task_store == "memory" or not self.task_tools():
+            return MemoryTaskStore()
+        from .. import data_dir
+
+        return SqliteTaskStore(s.task_store_path or data_dir() / "tasks.sqlite3")
+
+    def task_tools(self) -> list[str]:
+        return [name for name, tool in self.registry.tools.items() if tool.task]
 
     def thread_limiter(self, item: Any) -> trio.CapacityLimiter:
         """The worker-thread slots of one tool, resource, prompt or completion (shared by
@@ -62,6 +79,8 @@ class App:
         if reg.resources or reg.templates:
             caps["resources"] = {"subscribe": True, "listChanged": True}
         caps["completions"] = {}
+        if self.task_tools():
+            caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
 
     def new_connection(self, *, allow_handshake: bool = True) -> ServerConnection:

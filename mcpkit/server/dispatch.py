@@ -21,6 +21,8 @@ from ..protocol.types import (
     CompleteParams,
     GetPromptParams,
     ListenParams,
+    TaskParams,
+    UpdateTaskParams,
     PaginatedParams,
     ReadResourceParams,
     ResourceLink,
@@ -29,16 +31,17 @@ from ..protocol.types import (
 )
 from ..protocol.versions import STATELESS_VERSIONS, Features
 from .app import App
-from .context import Context, InFlight, Peer
+from .context import Context, InFlight, Peer, check_response as _check_response
 from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolError
 from .middleware import Call, describe_call
+from .tasks.manager import TaskRun, declared, missing_extension
 from .tools import ToolDef
 
 log = logging.getLogger("mcpkit.server")
 
 Handler = Callable[[RequestReceived, Peer], Awaitable[Any]]
 Work = Callable[[], Awaitable[dict[str, Any]]]
-_STATELESS_METHODS = frozenset({"server/discover", "subscriptions/listen"})
+_STATELESS_METHODS = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
 _CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover"})
 
 
@@ -55,6 +58,9 @@ class Dispatcher:
             "completion/complete": self.complete,
             "server/discover": self.discover,
             "subscriptions/listen": self.listen,
+            "tasks/get": self.get_task,
+            "tasks/update": self.update_task,
+            "tasks/cancel": self.cancel_task,
         }
 
     async def handle(self, req: RequestReceived, peer: Peer, in_flight: "InFlight | None" = None) -> bytes | None:
@@ -193,6 +199,16 @@ class Dispatcher:
             raise ProtocolError(jsonrpc.INVALID_PARAMS, message) from None
         if tool.context_param:
             kwargs[tool.context_param] = ctx
+        if tool.task and req.features.stateless:
+            if declared(req.client_capabilities):
+                return await self.app.tasks.start(req, tool.name, functools.partial(_bind, ctx),
+                                                  functools.partial(self._run_tool, req, tool, kwargs, deadline), deadline)
+            if tool.task == "required":
+                raise missing_extension()
+        return await self._run_tool(req, tool, kwargs, deadline)
+
+    async def _run_tool(self, req: RequestReceived, tool: ToolDef, kwargs: dict[str, Any], deadline: float) -> dict[str, Any]:
+        """Call the tool and shape its answer (its errors become isError results)."""
         # The request's scope ends at ``deadline`` (see handle): a cancellation after it is the
         # timeout, answered with an error result; a cancel() from the client or a shutdown
         # comes before it and propagates (no answer is sent).
@@ -205,7 +221,9 @@ class Dispatcher:
             return _error_result(f"Tool {tool.name} timed out after {self._timeout(tool):g} s")
         except InputRequired as exc:
             return _input_required(req, exc)
-        except (ProtocolError, MissingCapability):
+        except ProtocolError:
+            raise  # a JSON-RPC error for the request (a task: failed with it)
+        except MissingCapability:
             if req.features.stateless:
                 raise
             return _error_result(f"Tool {tool.name} needs a client capability the client did not declare")
@@ -321,10 +339,21 @@ class Dispatcher:
         wanted = jsonrpc.decode_params(req.params, ListenParams).notifications
         tag = {META_SUBSCRIPTION_ID: req.id}
         honored = msgspec.to_builtins(wanted)
+        task_ids: set[str] = set()
+        if isinstance(wanted.taskIds, list):
+            if not declared(req.client_capabilities):
+                raise missing_extension()
+            task_ids = set(await self.app.tasks.subscribable(req, wanted.taskIds))
+            honored["taskIds"] = sorted(task_ids)
         await peer.notify(jsonrpc.encode_notification("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": honored}))
         uris = set(honored.get("resourceSubscriptions", []))
         with self.app.hub.listen() as events:
             async for event, arg in events:
+                if event == "task":
+                    owner, task_id, detailed = arg
+                    if task_id in task_ids:
+                        await peer.notify(jsonrpc.encode_notification("notifications/tasks", {"_meta": tag, **detailed}))
+                    continue
                 if event == "resources/updated":
                     if arg in uris:
                         await peer.notify(jsonrpc.encode_notification("notifications/resources/updated", {"_meta": tag, "uri": arg}))
@@ -334,7 +363,26 @@ class Dispatcher:
                     await peer.notify(jsonrpc.encode_notification(f"notifications/{event}", {"_meta": tag}))
         return {"_meta": dict(tag)}  # the server ended the subscription (shutdown)
 
+    # -- tasks (the io.modelcontextprotocol/tasks extension) -------------------------------------
+    async def get_task(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        params = jsonrpc.decode_params(req.params, TaskParams)
+        return await self.app.tasks.get(req, params.taskId)
 
+    async def update_task(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        params = jsonrpc.decode_params(req.params, UpdateTaskParams)
+        return await self.app.tasks.update(req, params.taskId, params.inputResponses, _check_response)
+
+    async def cancel_task(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        params = jsonrpc.decode_params(req.params, TaskParams)
+        return await self.app.tasks.cancel(req, params.taskId)
+
+
+
+
+def _bind(ctx: Context | None, run: TaskRun) -> None:
+    """Let the call's context know it may run as a task."""
+    if ctx is not None:
+        ctx._task = run
 
 
 async def _raise(exc: Exception) -> dict[str, Any]:

@@ -26,7 +26,8 @@ async def plugin_lifespans(app: App, lifespans: list[tuple[str, Any]], *, strict
                 log.error("plugin %s: lifespan failed, its tools are not served: %s: %s", name, type(exc).__name__, exc)
                 _drop(app, name, f"lifespan failed: {type(exc).__name__}: {exc}")
         try:
-            yield app
+            async with app.tasks.serving():
+                yield app
         finally:
             app.hub.close()
 

@@ -80,6 +80,19 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_headers: int = 100
     #: tool behind POST /mcp/search (the REST search endpoint)
     search_tool: str = "search_code"
+    # -- tasks (the io.modelcontextprotocol/tasks extension) --
+    #: "sqlite" (durable, <data dir>/tasks.sqlite3, or task_store_path) or "memory"
+    task_store: Literal["sqlite", "memory"] = "sqlite"
+    task_store_path: str | None = None
+    #: a task-capable tool still running after this long answers with a task (0: at once)
+    task_escalate_ms: int = 100
+    #: how long a task (and its result) is kept after it was created; null keeps it for ever
+    task_ttl_ms: int | None = 3_600_000
+    #: how often clients are asked to poll tasks/get
+    task_poll_interval_ms: int = 1000
+    #: live (not terminal) tasks at most, per principal and in all
+    max_tasks_per_principal: int = 100
+    max_live_tasks: int = 1000
 
 
 _ENV_PREFIX = "MCPKIT_"

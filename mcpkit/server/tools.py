@@ -6,13 +6,16 @@ import base64
 import dataclasses
 import inspect
 import typing
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 import msgspec
 import msgspec.structs
 
 from ..protocol.types import CONTENT_TYPES, EmbeddedResource, TextContent
 from .schema import checked_schema, explain, inline_schema, is_object_schema, param_struct, unwrap_optional, untyped_parameters
+
+
+TaskSupport = Literal["optional", "required", None]
 
 
 @dataclasses.dataclass
@@ -40,6 +43,7 @@ class ToolDef:
         input_schema: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None,
         max_threads: int | None = None,
+        task: TaskSupport = None,
     ) -> None:
         from .context import is_context_annotation  # context imports tools' neighbours
 
@@ -53,6 +57,10 @@ class ToolDef:
         if max_threads is not None and (isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1):
             raise ValueError(f"tool {self.name}: max_threads must be a positive integer")
         self.max_threads = max_threads
+        if task not in (None, "optional", "required"):
+            raise ValueError(f"tool {self.name}: task must be 'optional', 'required' or None, not {task!r}")
+        #: may this tool answer with a task (the tasks extension)? "required": only as one
+        self.task = task
         self.is_async = inspect.iscoroutinefunction(fn)
         self.args_type, self.context_param, _ = param_struct(fn, _camel(self.name), is_context_annotation)
         schema = checked_schema(self.args_type, f"tool {self.name!r}")
@@ -183,6 +191,7 @@ def tool(
     input_schema: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
     max_threads: int | None = None,
+    task: TaskSupport = None,
 ) -> Any:
     """Declare a function (``async def`` or plain ``def``) as an MCP tool.
 
@@ -191,13 +200,16 @@ def tool(
     the docstring. ``input_schema`` replaces the generated schema verbatim (arguments are then
     passed through as given, still checked against the signature). ``max_threads`` caps the
     worker threads a plain ``def`` tool may hold at once (default: the ``max_threads_per_tool``
-    setting); calls beyond it wait for a slot within their timeout.
+    setting); calls beyond it wait for a slot within their timeout. ``task="optional"`` lets
+    the tool answer with a task (the ``io.modelcontextprotocol/tasks`` extension) when it runs
+    long and the client declared the extension; ``task="required"`` only ever runs it as a
+    task (clients of the stateless era without the extension get -32021). See docs/tasks.md.
     """
 
     def wrap(f: Callable[..., Any]) -> ToolDef:
         return ToolDef(
             f, name=name, title=title, description=description, annotations=annotations,
-            timeout=timeout, input_schema=input_schema, meta=meta, max_threads=max_threads,
+            timeout=timeout, input_schema=input_schema, meta=meta, max_threads=max_threads, task=task,
         )
 
     return wrap(fn) if fn is not None else wrap
