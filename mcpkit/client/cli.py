@@ -41,7 +41,7 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 
 def _run(work: Callable[..., Any], target: str | None, stdio: str | None, mode: str,
          protocol_version: str | None, timeout: float, headers: tuple[str, ...], auth_token: str | None,
-         prefetch: bool = True) -> Any:
+         prefetch: bool = True, tasks: bool = False) -> Any:
     """Connect, run ``work(client)``, and turn every failure into one line and exit code 2.
 
     A stdio server's stderr (its banner, its log) is kept off the terminal; when the connection
@@ -68,7 +68,8 @@ def _run(work: Callable[..., Any], target: str | None, stdio: str | None, mode: 
     async def main() -> Any:
         async with connect(target or stdio or "", mode=mode, protocol_version=protocol_version,
                            request_timeout=timeout, initialize_timeout=timeout, headers=extra,
-                           auth_token=auth_token, prefetch_tools=prefetch, server_stderr=server_stderr) as client:
+                           auth_token=auth_token, prefetch_tools=prefetch, server_stderr=server_stderr,
+                           tasks=tasks) as client:
             return await work(client)
 
     try:
@@ -193,8 +194,11 @@ def _first_line(text: Any) -> str:
 @click.option("--structured", is_flag=True, help="Print only the structured result (structuredContent) as JSON.")
 @click.option("--progress/--no-progress", "show_progress", default=True, show_default=True,
               help="Show the tool's progress on stderr (a bar on a terminal, plain lines otherwise).")
+@click.option("--task", "as_task", is_flag=True,
+              help="Let the server answer with a task (the tasks extension): its id and status go to stderr, "
+                   "the result to stdout when it ends.")
 def call_cmd(tool: str, pairs: tuple[str, ...], args_json: str | None, as_json: bool, structured: bool,
-             show_progress: bool, **target: Any) -> None:
+             show_progress: bool, as_task: bool, **target: Any) -> None:
     """Call TOOL with KEY=VALUE arguments, converted by the tool's input schema
     (n=3 an integer, flag=true a boolean, JSON for objects and arrays)."""
     if target.get("target") and not target["target"].lower().startswith(("http://", "https://")) and target.get("stdio"):
@@ -230,12 +234,20 @@ def call_cmd(tool: str, pairs: tuple[str, ...], args_json: str | None, as_json: 
                 _fail(f"arguments are KEY=VALUE, got {pair!r}")
             arguments[key] = convert(raw, (schema.get("properties") or {}).get(key), key)
         try:
-            return await client.call_tool(tool, arguments, progress=display)
+            if not as_task:
+                return await client.call_tool(tool, arguments, progress=display)
+            started = await client.start_tool(tool, arguments, progress=display)
+            if not hasattr(started, "task_id"):
+                return started  # the server answered at once
+            where = target.get("target") or f"--stdio {shlex.quote(target.get('stdio') or '')}"
+            click.echo(f"mcpkit: task {started.task_id} started (follow it with: mcpkit task get {where} {started.task_id})",
+                       err=True)
+            return await started.wait(on_status=StatusLines() if show_progress else None)
         finally:
             if display is not None:
                 display.close()
 
-    result = _run(work, **target)
+    result = _run(work, **target, tasks=as_task)
     if as_json:
         click.echo(json.dumps(result.raw, indent=2))
     elif structured:
@@ -345,4 +357,65 @@ def render_block(block: dict[str, Any]) -> str:
     return json.dumps(block)
 
 
-COMMANDS = [tools_cmd, call_cmd, discover_cmd]
+class StatusLines:
+    """Task status on stderr, one line each time it changes."""
+
+    def __init__(self) -> None:
+        self.last: tuple[Any, Any] = (None, None)
+
+    def __call__(self, state: dict[str, Any]) -> None:
+        now = (state.get("status"), state.get("statusMessage"))
+        if now != self.last:
+            self.last = now
+            click.echo(f"task: {now[0]}" + (f"  {now[1]}" if now[1] else ""), err=True)
+
+
+@click.group("task")
+def task_group() -> None:
+    """Look at or cancel a task a server runs (the tasks extension)."""
+
+
+@task_group.command("get")
+@_target_options
+@click.argument("task_id", required=False)
+@click.option("--wait", is_flag=True, help="Wait for the task to end and print its result (answering what it asks).")
+def task_get_cmd(task_id: str | None, wait: bool, **target: Any) -> None:
+    """Print the state of task TASK_ID (JSON), or with --wait its result."""
+    task_id = _task_id(task_id, target)
+
+    async def work(client: Any) -> Any:
+        handle = client.task(task_id)
+        return await handle.wait(on_status=StatusLines()) if wait else await handle.refresh()
+
+    result = _run(work, **target, prefetch=False, tasks=True)
+    if wait:
+        for line in render_result(result):
+            click.echo(line)
+        sys.exit(1 if result.is_error else 0)
+    click.echo(json.dumps(result, indent=2))
+
+
+@task_group.command("cancel")
+@_target_options
+@click.argument("task_id", required=False)
+def task_cancel_cmd(task_id: str | None, **target: Any) -> None:
+    """Ask the server to cancel task TASK_ID."""
+    task_id = _task_id(task_id, target)
+
+    async def work(client: Any) -> Any:
+        await client.task(task_id).cancel()
+
+    _run(work, **target, prefetch=False, tasks=True)
+    click.echo(f"cancel requested for task {task_id}", err=True)
+
+
+def _task_id(task_id: str | None, target: dict[str, Any]) -> str:
+    """With --stdio there is no TARGET: click took the task id for it."""
+    if task_id is None and target.get("stdio") and target.get("target"):
+        task_id, target["target"] = target["target"], None
+    if not task_id:
+        _fail("give the task id")
+    return task_id
+
+
+COMMANDS = [tools_cmd, call_cmd, discover_cmd, task_group]

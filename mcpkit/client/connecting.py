@@ -90,7 +90,8 @@ class Connecting:
     def _session(self, transport: Transport) -> Session:
         s = self.settings
         session = Session(transport, self.handlers, uuid_ids=s.uuid_ids, request_timeout=s.request_timeout,
-                          log_level=s.log_level, client_info={"name": s.client_name, "version": s.client_version})
+                          log_level=s.log_level, client_info={"name": s.client_name, "version": s.client_version},
+                          tasks=s.tasks)
         session.header_source = self._headers_for
         session.on_list_changed = self._list_changed
         return session

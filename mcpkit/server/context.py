@@ -290,6 +290,16 @@ class SyncContext:
     def log(self, level: str, data: Any, logger: str | None = None) -> None:
         trio.from_thread.run(self._ctx.log, level, data, logger)
 
+    def start_task(self) -> None:
+        """See :meth:`Context.start_task`."""
+        trio.from_thread.run(self._ctx.start_task)
+
+    def check_cancelled(self) -> None:
+        """Raise (trio.Cancelled) if the call was cancelled: timed out, the client went away,
+        or tasks/cancel. A thread cannot be stopped from outside; long work should call this
+        now and then so cancelling it frees the thread, not just the caller."""
+        trio.from_thread.check_cancelled()
+
 
 def is_context_annotation(ann: Any) -> bool:
     """True for ``Context`` and ``Context | None``."""

@@ -46,7 +46,8 @@ def build_app(plugins: PluginsArg, config: Mapping[str, Any] | str | os.PathLike
     :class:`mcpkit.plugins.loader.PluginError` instead of being logged.
     """
     cfg = _config(config)
-    settings = load_settings(dict(cfg.server), environ={})
+    # tasks live in memory unless the config says otherwise: tests leave no store behind
+    settings = load_settings({"task_store": "memory", **cfg.server}, environ={})
     loaded = loader.load_objects(_named(plugins), strict=strict)
     app = loader.build_app(loaded, cfg, settings, strict=strict)
     return app, loaded, cfg

@@ -21,6 +21,7 @@ import trio
 
 from ...protocol import jsonrpc
 from ...protocol.jsonrpc import ProtocolError
+from ...protocol.types import TASKS_EXTENSION
 from ..errors import MissingCapability
 from .model import TERMINAL, TaskRecord, new_task_id, runner_alive, this_runner
 from .store import MemoryTaskStore, TaskStore
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 log = logging.getLogger("mcpkit.tasks")
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 SWEEP_S = 1.0
 PURGE_EVERY_S = 30.0
 SAVE_PROGRESS_EVERY_S = 1.0
