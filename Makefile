@@ -1,47 +1,66 @@
 # mcpkit developer commands. `make serve` and `make test` do all set-up on a fresh machine.
+# A host may launch `make serve` itself, so nothing but protocol may reach stdout: recipe lines are
+# silent (@), make never names the directory it enters, and pip's output goes to stderr.
+MAKEFLAGS += --no-print-directory
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.mcpkit-installed
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
-EDITABLES   := -e '.[test]' $(foreach p,$(PLUGIN_DIRS),-e $(p)) -e examples/hello-plugin
+EDITABLES   := -e '.[test]' $(foreach p,$(PLUGIN_DIRS),-e $(p))
 
-.PHONY: install serve test conformance conformance-client bench bench-http fuzz clean
+.PHONY: install serve test fixtures conformance conformance-client bench bench-http dist fuzz clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) examples/hello-plugin/pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "mcpkit needs Python >= 3.11"; exit 1; }
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --config-settings editable_mode=compat $(EDITABLES)
+# The example plugins (hello, conformance) are test fixtures: never installed into the venv that
+# `make serve` serves (an older venv may still have hello: it is taken out).
+$(STAMP): Makefile pyproject.toml $(wildcard plugins/*/pyproject.toml)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "mcpkit needs Python >= 3.11" >&2; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) >&2
+	@echo "make: installing mcpkit and the bundled plugins into $(VENV) (output on stderr)" >&2
+	@$(PY) -m pip install -qq --upgrade pip >&2
+	@$(PY) -m pip install -qq --config-settings editable_mode=compat $(EDITABLES) >&2
+	@$(PY) -m pip uninstall --quiet --yes mcpkit-hello >&2 2>/dev/null || true
 	@touch $@
 
 serve: install
 	@$(VENV)/bin/mcpkit serve
 
-# The conformance fixture plugin goes into a folder of its own, seen only by the tests and the
-# conformance run (PYTHONPATH), so `make serve` never serves its fixtures.
+# The fixture plugins (examples/hello-plugin, examples/conformance-server) go into a folder of
+# their own, seen only by the tests, benchmarks and the conformance run (PYTHONPATH), so
+# `make serve` never serves them. tests/conftest.py builds it too when it is missing.
 CONF_SITE := .conformance/site
-$(CONF_SITE)/.stamp: $(STAMP) examples/conformance-server/pyproject.toml $(wildcard examples/conformance-server/mcpkit_conformance/*.py)
-	rm -rf $(CONF_SITE)
-	$(PY) -m pip install --quiet --no-deps --target $(CONF_SITE) examples/conformance-server
-	@touch $@
+FIXTURE_DIRS := examples/hello-plugin examples/conformance-server
+$(CONF_SITE)/.fixtures: $(STAMP) $(foreach d,$(FIXTURE_DIRS),$(d)/pyproject.toml) $(wildcard examples/hello-plugin/hello_plugin/*.py examples/conformance-server/mcpkit_conformance/*.py)
+	@rm -rf $(CONF_SITE)
+	@$(PY) -m pip install -qq --no-deps --target $(CONF_SITE) $(FIXTURE_DIRS) >&2
+	@touch $(CONF_SITE)/.stamp $@
 
-test: install $(CONF_SITE)/.stamp
+fixtures: $(CONF_SITE)/.fixtures
+
+test: install fixtures
 	PYTHONPATH=$(CONF_SITE) $(VENV)/bin/pytest -q
 	CONFORMANCE_EXTENSIONS=0 scripts/conformance
 
 # The official conformance harness against the conformance example plugin (installs both).
-conformance: install $(CONF_SITE)/.stamp
+conformance: install fixtures
 	scripts/conformance
 
 # Only the client legs: the harness's mock servers against examples/conformance-client.
 conformance-client: install
 	scripts/conformance client
 
-bench: install
-	$(PY) bench/bench_stdio.py
+bench: install fixtures
+	PYTHONPATH=$(CONF_SITE) $(PY) bench/bench_stdio.py
+
+# Wheels of mcpkit and the bundled plugins, for installing them outside this checkout
+# (docs/installing.md).
+DIST ?= dist
+dist: install
+	@rm -f $(DIST)/mcpkit*.whl
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir $(DIST) . $(PLUGIN_DIRS)
+	@ls $(DIST)/*.whl
 
 # HTTP: mcpkit (own server, and on hypercorn) against the official SDK, with wrk (installed
 # from Debian's packages when missing; that needs root).
@@ -53,8 +72,8 @@ bench-http: install
 # `make test`). FUZZ_SECONDS and FUZZ_SEED change it; the report goes to .fuzz-report.json too.
 FUZZ_SECONDS ?= 180
 FUZZ_SEED ?= 1
-fuzz: install $(CONF_SITE)/.stamp
+fuzz: install fixtures
 	$(PY) fuzz/campaign.py --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --out .fuzz-report.json
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .conformance dist

@@ -35,6 +35,9 @@ from chart import bar_chart
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
+#: The hello plugin is a test fixture outside the venv (`make fixtures`): on the servers' path.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent / ".conformance" / "site"),
+                                                         os.environ.get("PYTHONPATH")]))
 TICK = os.sysconf("SC_CLK_TCK")
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"}}

@@ -34,6 +34,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BIN = Path(sys.executable).parent
+#: The hello plugin is a test fixture outside the venv (`make fixtures`): on the servers' path.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent / ".conformance" / "site"),
+                                                         os.environ.get("PYTHONPATH")]))
 SERVERS = {
     "mcpkit": [str(BIN / "mcpkit"), "serve", "--plugin", "hello"],
     "sdk": [sys.executable, str(HERE / "sdk_server.py")],

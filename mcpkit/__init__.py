@@ -22,8 +22,10 @@ from .protocol.types import (
     TextResourceContents,
 )
 from .server.auth import AuthSettings, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
+from .protocol.jsonrpc import ProtocolError
 from .server.context import Context, PeerError, SyncContext
-from .server.errors import InputRequired, MissingCapability, ResourceNotFound, ToolError
+from .server.errors import DefinitionError, InputRequired, MissingCapability, ResourceNotFound, ToolError
+from .server.middleware import Call, MiddlewareDef, middleware
 from .server.prompts import CompletionDef, PromptDef, completion, prompt
 from .server.resources import ResourceDef, resource
 from .server.tools import ToolDef, ToolResult, tool
@@ -45,9 +47,10 @@ def data_dir() -> Path:
 __all__ = [
     "__version__", "hookimpl", "data_dir",
     "tool", "ToolDef", "ToolResult", "ToolError",
-    "resource", "ResourceDef", "ResourceNotFound",
+    "resource", "ResourceDef", "ResourceNotFound", "DefinitionError",
+    "middleware", "MiddlewareDef", "Call",
     "prompt", "PromptDef", "PromptMessage", "completion", "CompletionDef",
-    "Context", "SyncContext", "PeerError", "MissingCapability", "InputRequired",
+    "Context", "SyncContext", "PeerError", "MissingCapability", "InputRequired", "ProtocolError",
     "TextContent", "ImageContent", "AudioContent", "ResourceLink", "EmbeddedResource",
     "TextResourceContents", "BlobResourceContents", "Annotations",
     "Principal", "TokenVerifier", "InvalidToken", "VerifierUnavailable", "AuthSettings",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import sys
@@ -35,10 +36,17 @@ class _Group(click.Group):
         return self._plugin_cmds
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(self._plugins()))
+        return sorted(set(super().list_commands(ctx)) | set(_LAZY) | set(self._plugins()))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in _LAZY and name not in self.commands:  # imported only when used
+            module, attr = _LAZY[name]
+            self.add_command(getattr(importlib.import_module(module), attr), name)
         return super().get_command(ctx, name) or self._plugins().get(name)
+
+
+#: commands whose modules load only when the command runs (serve's start-up does not pay for them)
+_LAZY = {"new": ("mcpkit.scaffold", "new_cmd"), "install": ("mcpkit.hosts", "install_cmd")}
 
 
 @click.group(cls=_Group)
@@ -57,7 +65,7 @@ def _selection(f: Any) -> Any:
 
 
 def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
-             overrides: dict[str, Any] | None = None) -> Any:
+             overrides: dict[str, Any] | None = None, keep_conflicts: bool = False) -> Any:
     from .plugins import loader
     from .plugins.config import load_config
     from .server.settings import load_settings
@@ -65,13 +73,15 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
     try:
         config = load_config(config_path)
         table = dict(config.server)
+        named_on_command_line = bool(only or disable)
         only = only or tuple(table.pop("plugins", ()) or _env_list("MCPKIT_PLUGINS"))
         disable = disable or tuple(table.pop("disable", ()) or _env_list("MCPKIT_DISABLE"))
         strict = strict or bool(table.pop("strict", False))
-        settings = load_settings(table, overrides=overrides)
+        where = f"[server] of {config.path}" if config.path else "[server]"
+        settings = load_settings(table, overrides=overrides, table_name=where)
         _setup_logging(settings.log_level)
-        loaded = loader.load(only, disable, strict=strict)
-        app = loader.build_app(loaded, config, settings, strict=strict)
+        loaded = loader.load(only, disable, strict=strict, unknown_names="error" if named_on_command_line else "warn")
+        app = loader.build_app(loaded, config, settings, strict=strict, keep_conflicts=keep_conflicts)
     except (ValueError, loader.PluginError) as exc:
         raise click.ClickException(str(exc)) from None
     return app, loaded, config, strict
@@ -138,6 +148,7 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
         from .transports.stdio import serve_stdio
 
         async with plugin_lifespans(app, lifespans(loaded, config), strict=strict):
+            click.echo(f"mcpkit: {serving_summary(app)} on stdio", err=True)
             await serve_stdio(app)
 
     async def run_http() -> None:
@@ -175,25 +186,28 @@ def _check_auth(app: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @_selection
 def plugins_cmd(as_json: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
-    """List discovered plugins with what each offers and any load error."""
-    app, _loaded, _config, _strict = _prepare(only, disable, config_path, strict)
-    rows = []
-    for info in app.plugins:
-        items = app.registry.items_of(info.name)
-        rows.append({"name": info.name, "distribution": info.distribution, "version": info.version,
-                     "loaded": info.loaded, "error": info.error, **items})
+    """List discovered plugins with what each offers, load errors, warnings and name conflicts.
+
+    Exits 1 when `mcpkit serve` would refuse to start with this selection (a name conflict)."""
+    from .plugins.report import plugin_rows, render_rows
+
+    app, _loaded, _config, _strict = _prepare(only, disable, config_path, strict, keep_conflicts=True)
+    rows = plugin_rows(app)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        click.echo("no plugins installed (entry point group 'mcpkit.plugins')")
-    for row in rows:
-        click.echo(f"{row['name']}  ({row['distribution']} {row['version']})")
-        if row["error"]:
-            click.echo(f"  ERROR: {row['error']}")
-        for kind in ("tools", "resources", "prompts"):
-            if row[kind]:
-                click.echo(f"  {kind}: {', '.join(row[kind])}")
+    else:
+        for line in render_rows(rows):
+            click.echo(line)
+    if any(row["conflicts"] for row in rows):
+        sys.exit(1)
+
+
+def serving_summary(app: Any) -> str:
+    """"serving 6 tools from plugins codesearch, openapi" (the start-up banner)."""
+    tools = len(app.registry.tools)
+    names = [info.name for info in app.plugins if info.loaded]
+    plugins = f"plugin{'s' if len(names) != 1 else ''} {', '.join(names)}" if names else "no plugins"
+    return f"serving {tools} tool{'s' if tools != 1 else ''} from {plugins}"
 
 
 def _add_client_commands() -> None:

@@ -1,6 +1,29 @@
+import os
+import subprocess
+import sys
+
 import pytest
 
-from .helpers import Server
+from .helpers import ROOT, Server
+
+#: The fixture plugins (hello, conformance) live outside the venv so `make serve` never serves
+#: them; `make test` puts this folder on PYTHONPATH. A bare `pytest` run gets it here (built
+#: first when missing), for itself and for every server it starts.
+FIXTURE_SITE = ROOT / ".conformance" / "site"
+
+
+def _with_fixture_site() -> None:
+    if not (FIXTURE_SITE / ".fixtures").exists():
+        subprocess.run(["make", "-s", "fixtures"], cwd=ROOT, check=True, stdout=sys.stderr)
+    site = str(FIXTURE_SITE)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if site not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([site, *paths])
+    if site not in sys.path:
+        sys.path.insert(0, site)
+
+
+_with_fixture_site()
 
 #: Both HTTP servers run the HTTP test modules: mcpkit's own (the default) and hypercorn.
 HTTP_SERVERS = ("mcpkit", "hypercorn")

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -120,6 +121,7 @@ def test_discover_text_stdio() -> None:
     proc = run("discover", "--stdio", SERVE)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
+    assert re.search(rf"^supports:\s+{STATELESS} \(stateless\), 2025-11-25 \(initialize handshake\)$", out, re.M)
     assert re.search(r"^server:\s+mcpkit \S+$", out, re.M)
     assert re.search(r"^era:\s+stateless \(per-request _meta\)$", out, re.M)
     assert re.search(rf"^version:\s+{STATELESS}$", out, re.M)
@@ -158,8 +160,41 @@ def test_discover_legacy_sse(http_server: HttpServer) -> None:
 def test_call_converts_integers(target: list[str]) -> None:
     # "3" must reach the server as the integer 3: the schema says integer (and a string would
     # fail the client's own schema check with exit code 2).
-    proc = run("call", *target, "count", "to=3", "delay=0")
+    proc = run("call", *target, "count", "to=3", "delay=0", "--no-progress")
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "Counted to 3.\n", "")
+
+
+def test_call_progress_lines_when_not_a_terminal(target: list[str]) -> None:
+    proc = run("call", *target, "count", "to=3", "delay=0")
+    assert (proc.returncode, proc.stdout) == (0, "Counted to 3.\n"), proc.stderr
+    assert proc.stderr.splitlines() == ["progress: 1/3  counted 1", "progress: 2/3  counted 2",
+                                        "progress: 3/3  counted 3"]
+
+
+def test_call_progress_bar_on_a_terminal() -> None:
+    """stderr on a pseudo-terminal: click's bar, redrawn in place, ended before the result."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([MCPKIT, "call", "--stdio", SERVE, "count", "to=4", "delay=0.05"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the other end closed
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(leader)
+    out, _ = proc.communicate(timeout=60)
+    assert (proc.returncode, out) == (0, b"Counted to 4.\n")
+    text = screen.decode()
+    assert "\r" in text and "100%" in text and "counted 4" in text and "progress:" not in text
+    assert text.rstrip().endswith("\x1b[?25h") or text.endswith("\n")  # the line is finished
 
 
 @pytest.mark.parametrize("flag, text", [("excited=true", "Hello, Ada!"), ("excited=yes", "Hello, Ada!"),
@@ -180,18 +215,29 @@ def test_call_args_json(target: list[str]) -> None:
 def test_call_string_with_spaces() -> None:
     proc = run("call", "--stdio", SERVE, "word_count", "text=one two three")
     assert proc.returncode == 0, proc.stderr
-    first, rest = proc.stdout.split("\n", 1)
-    assert json.loads(first) == {"result": 3}
+    assert json.loads(proc.stdout) == {"result": 3}
 
 
-def test_call_prints_structured_content(target: list[str]) -> None:
+def test_call_prints_the_result_once(target: list[str]) -> None:
+    """The text block repeats the structured result: it is shown once, as indented JSON."""
     proc = run("call", *target, "forecast", "city=Paris")
     assert proc.returncode == 0, proc.stderr
-    text, structured = proc.stdout.split("\n", 1)
-    data = json.loads(structured)  # everything after the text block is the structured content
+    data = json.loads(proc.stdout)
     assert data["city"] == "Paris" and data["conditions"] in ("sunny", "cloudy", "rainy")
-    assert json.loads(text) == data  # the tool's text block carries the same object
-    assert structured == json.dumps(data, indent=2) + "\n"
+    assert proc.stdout == json.dumps(data, indent=2) + "\n"
+    only = run("call", *target, "forecast", "city=Paris", "--structured")
+    assert (only.returncode, only.stdout) == (0, proc.stdout)
+    none = run("call", *target, "greet", "name=Ada", "--structured")
+    assert none.returncode == 1 and "returned no structured content" in none.stderr
+
+
+def test_call_against_the_official_sdk_shows_text_not_its_wrapper() -> None:
+    """An SDK server answers `5` as text plus {"result": 5}: the text is the answer."""
+    sdk = shlex.join([sys.executable, str(Path(__file__).parent / "sdk_fixture_server.py"), "stdio"])
+    proc = run("call", "--stdio", sdk, "greet", "name=Ada", "--no-progress")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "Hello, Ada.\n", "")
+    unknown = run("call", "--stdio", sdk, "nosuch")  # checked against the list: one line, stderr only
+    assert_clean_failure(unknown, "E203", "unknown tool 'nosuch'", "greet")
 
 
 def test_call_json(target: list[str]) -> None:
@@ -286,7 +332,28 @@ def test_bad_args_json() -> None:
 
 
 def test_unknown_tool(target: list[str]) -> None:
-    assert_clean_failure(run("call", *target, "no_such_tool"), "E203", "no_such_tool")
+    assert_clean_failure(run("call", *target, "no_such_tool"), "E203", "unknown tool 'no_such_tool'",
+                         "the server's tools: greet, count,")
+
+
+def test_wrong_url_path(http_server: HttpServer) -> None:
+    line = assert_clean_failure(run("tools", f"http://127.0.0.1:{http_server.port}/nope"), "E102")
+    assert "HTTP 404 both to POST" in line and "/mcp" in line
+
+
+def test_a_stdio_server_that_dies_is_quoted() -> None:
+    cmd = shlex.join([sys.executable, "-c", "import sys; print('missing API key', file=sys.stderr); sys.exit(3)"])
+    assert_clean_failure(run("tools", "--stdio", cmd), "E105", "(the server's stderr: missing API key)")
+
+
+def test_tools_columns_line_up() -> None:
+    """Short names and arguments under wider headers, long names never cut."""
+    proc = run("tools", "--stdio", SERVE)
+    lines = proc.stdout.splitlines()
+    starts = {line.index("Say hello") if "Say hello" in line else None for line in lines} - {None}
+    header_desc = lines[0].index("DESCRIPTION")
+    assert starts == {header_desc}
+    assert all(not line.endswith(" ") for line in lines)
 
 
 def test_no_tool_name() -> None:

@@ -93,7 +93,8 @@ def site(tmp_path: Path) -> Path:
 
 
 def env_for(site: Path, **extra: str) -> dict[str, str]:
-    return {"PYTHONPATH": str(site), **extra}
+    """The crafted plugins in ``site``, ahead of the fixture plugins (hello) the tests see."""
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])), **extra}
 
 
 def run_cli(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 import pytest
@@ -15,7 +16,9 @@ pytestmark = pytest.mark.usefixtures("http_server_kind")
 
 
 def _params() -> StdioServerParameters:
-    return StdioServerParameters(command=MCPKIT, args=["serve", "--plugin", "hello"])
+    # The SDK hands the server only a few safe variables; PYTHONPATH brings the hello fixture.
+    return StdioServerParameters(command=MCPKIT, args=["serve", "--plugin", "hello"],
+                                 env={"PYTHONPATH": os.environ["PYTHONPATH"]})
 
 
 async def _exercise(mode: str) -> dict:

@@ -27,6 +27,7 @@ _WHERE = {
     "Client": "client", "connect": "client", "forget_eras": "client", "is_url": "client",
     "CallResult": "results", "ServerDescription": "results",
     "Handlers": "session", "Notification": "session", "ClientSettings": "settings",
+    "TaskHandle": "tasks", "TaskCancelled": "tasks",
 }
 __all__ = sorted(_WHERE)
 

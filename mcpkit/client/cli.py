@@ -44,8 +44,13 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 
 def _run(work: Callable[..., Any], target: str | None, stdio: str | None, mode: str,
          protocol_version: str | None, timeout: float, headers: tuple[str, ...], auth_token: str | None,
-         prefetch: bool = True, **oauth: Any) -> Any:
-    """Connect, run ``work(client)``, and turn every failure into one line and exit code 2."""
+         prefetch: bool = True, tasks: bool = False, **oauth: Any) -> Any:
+    """Connect, run ``work(client)``, and turn every failure into one line and exit code 2.
+
+    A stdio server's stderr (its banner, its log) is kept off the terminal; when the connection
+    fails, its last line is quoted in the error."""
+    import tempfile
+
     import trio
 
     from . import McpError, connect
@@ -61,23 +66,39 @@ def _run(work: Callable[..., Any], target: str | None, stdio: str | None, mode: 
             _fail(f"--header needs NAME:VALUE, got {item!r}")
         extra[name.strip()] = value.strip()
 
+    server_stderr = tempfile.TemporaryFile() if stdio else None
     authorization = build_oauth(**oauth)
 
     async def main() -> Any:
         async with connect(target or stdio or "", mode=mode, protocol_version=protocol_version,
                            request_timeout=timeout, initialize_timeout=timeout, headers=extra,
-                           auth_token=auth_token, prefetch_tools=prefetch, oauth=authorization) as client:
+                           auth_token=auth_token, prefetch_tools=prefetch, server_stderr=server_stderr,
+                           tasks=tasks, oauth=authorization) as client:
             return await work(client)
 
     try:
         return trio.run(main)
     except McpError as exc:
+        said = _last_line(server_stderr) if exc.code in _LINK_ERRORS else ""
         hint = " (the server wants authorization: try --oauth)" if exc.http_status == 401 and authorization is None else ""
-        _fail(str(exc) + hint)
+        _fail((f"{exc} (the server's stderr: {said})" if said else str(exc)) + hint)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
     except Exception as exc:  # never a traceback on the command line
         _fail(f"E199: {type(exc).__name__}: {exc}")
+
+
+#: connection-level failures, where what the server printed explains most
+_LINK_ERRORS = {"E101", "E102", "E104", "E105"}
+
+
+def _last_line(stream: Any) -> str:
+    if stream is None:
+        return ""
+    stream.seek(0)
+    lines = [line.strip() for line in stream.read()[-8192:].decode(errors="replace").splitlines()]
+    lines = [line for line in lines if line and not line.startswith("mcpkit: serving ")]
+    return lines[-1][:300] if lines else ""
 
 
 @click.command("discover")
@@ -90,6 +111,8 @@ def discover_cmd(as_json: bool, **target: Any) -> None:
         return (await client.discover()).to_dict()
 
     info = _run(work, prefetch=False, **target)
+    if info["era"] == "stateless" and target["mode"] == "auto" and not target["protocol_version"]:
+        info["handshakeVersion"] = _handshake_version(target)
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
@@ -98,12 +121,31 @@ def discover_cmd(as_json: bool, **target: Any) -> None:
     click.echo(f"era:       {info['era']} ({'per-request _meta' if info['era'] == 'stateless' else 'initialize handshake'})")
     click.echo(f"version:   {info['protocolVersion']}")
     click.echo(f"transport: {info['transport']}")
-    if info.get("supportedVersions"):
-        click.echo(f"supports:  {', '.join(info['supportedVersions'])}")
+    supported = [f"{v} (stateless)" if info["era"] == "stateless" else v for v in info.get("supportedVersions") or []]
+    if info.get("handshakeVersion"):
+        supported.append(f"{info['handshakeVersion']} (initialize handshake)")
+    if supported:
+        click.echo(f"supports:  {', '.join(supported)}")
     caps = info.get("capabilities") or {}
     click.echo("capabilities: " + (", ".join(_describe_cap(k, v) for k, v in caps.items()) or "none"))
     if info.get("instructions"):
         click.echo(f"instructions: {info['instructions']}")
+
+
+def _handshake_version(target: dict[str, Any]) -> str | None:
+    """The version a stateless-era server also accepts through the initialize handshake, if any
+    (a second connection, pinned to the handshake era)."""
+    import contextlib
+    import io
+
+    async def work(client: Any) -> Any:
+        return (await client.discover()).protocol_version
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return _run(work, prefetch=False, **{**target, "mode": "handshake"})
+    except SystemExit:
+        return None
 
 
 def _describe_cap(name: str, value: Any) -> str:
@@ -129,13 +171,13 @@ def tools_cmd(as_json: bool, **target: Any) -> None:
         return
     width = shutil.get_terminal_size((100, 20)).columns
     rows = [(t["name"], _signature(t.get("inputSchema") or {}), _first_line(t.get("description"))) for t in tools]
-    name_w = min(max(len(r[0]) for r in rows), 32)
-    args_w = min(max(len(r[1]) for r in rows), 40)
+    name_w = max(len("TOOL"), *(len(r[0]) for r in rows))  # names are never cut: they are typed
+    args_w = max(len("ARGUMENTS"), min(max(len(r[1]) for r in rows), 40))
     click.echo(f"{'TOOL':<{name_w}}  {'ARGUMENTS':<{args_w}}  DESCRIPTION")
     for name, args, desc in rows:
         args = args if len(args) <= args_w else args[: args_w - 1] + "…"
-        line = f"{name:<{name_w}}  {args:<{args_w}}  {desc}"
-        click.echo(line if len(line) <= width else line[: max(width - 1, 20)] + "…")
+        line = f"{name:<{name_w}}  {args:<{args_w}}  {desc}".rstrip()
+        click.echo(line if len(line) <= width else line[: max(width - 1, name_w + 2)] + "…")
 
 
 def _signature(schema: dict[str, Any]) -> str:
@@ -154,7 +196,14 @@ def _first_line(text: Any) -> str:
 @click.argument("pairs", nargs=-1, metavar="[KEY=VALUE]...")
 @click.option("--args", "args_json", metavar="JSON", help="All arguments as one JSON object.")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw result as JSON.")
-def call_cmd(tool: str, pairs: tuple[str, ...], args_json: str | None, as_json: bool, **target: Any) -> None:
+@click.option("--structured", is_flag=True, help="Print only the structured result (structuredContent) as JSON.")
+@click.option("--progress/--no-progress", "show_progress", default=True, show_default=True,
+              help="Show the tool's progress on stderr (a bar on a terminal, plain lines otherwise).")
+@click.option("--task", "as_task", is_flag=True,
+              help="Let the server answer with a task (the tasks extension): its id and status go to stderr, "
+                   "the result to stdout when it ends.")
+def call_cmd(tool: str, pairs: tuple[str, ...], args_json: str | None, as_json: bool, structured: bool,
+             show_progress: bool, as_task: bool, **target: Any) -> None:
     """Call TOOL with KEY=VALUE arguments, converted by the tool's input schema
     (n=3 an integer, flag=true a boolean, JSON for objects and arrays)."""
     if target.get("target") and not target["target"].lower().startswith(("http://", "https://")) and target.get("stdio"):
@@ -172,8 +221,16 @@ def call_cmd(tool: str, pairs: tuple[str, ...], args_json: str | None, as_json: 
         if not isinstance(base, dict):
             _fail("--args must be a JSON object")
 
+    from .progress import ProgressDisplay
+
+    display = ProgressDisplay() if show_progress else None
+
     async def work(client: Any) -> Any:
         definition = await client.tool(tool)
+        if definition is None and "tools" in client.description.capabilities:
+            names = [t["name"] for t in await client.list_tools()]
+            offered = ", ".join(names[:20]) + (", …" if len(names) > 20 else "") if names else "none"
+            _fail(f"E203: unknown tool {tool!r}; the server's tools: {offered}")
         schema = (definition or {}).get("inputSchema") or {}
         arguments = dict(base)
         for pair in pairs:
@@ -181,17 +238,54 @@ def call_cmd(tool: str, pairs: tuple[str, ...], args_json: str | None, as_json: 
             if not sep or not key:
                 _fail(f"arguments are KEY=VALUE, got {pair!r}")
             arguments[key] = convert(raw, (schema.get("properties") or {}).get(key), key)
-        return await client.call_tool(tool, arguments)
+        try:
+            if not as_task:
+                return await client.call_tool(tool, arguments, progress=display)
+            started = await client.start_tool(tool, arguments, progress=display)
+            if not hasattr(started, "task_id"):
+                return started  # the server answered at once
+            where = target.get("target") or f"--stdio {shlex.quote(target.get('stdio') or '')}"
+            click.echo(f"mcpkit: task {started.task_id} started (follow it with: mcpkit task get {where} {started.task_id})",
+                       err=True)
+            return await started.wait(on_status=StatusLines() if show_progress else None)
+        finally:
+            if display is not None:
+                display.close()
 
-    result = _run(work, **target)
+    result = _run(work, **target, tasks=as_task)
     if as_json:
         click.echo(json.dumps(result.raw, indent=2))
+    elif structured:
+        if result.structured is None:
+            _fail(f"tool {tool!r} returned no structured content (use --json to see the whole result)", 1)
+        click.echo(json.dumps(result.structured, indent=2))
     else:
-        for block in result.content:
-            click.echo(render_block(block))
-        if result.structured is not None:
-            click.echo(json.dumps(result.structured, indent=2))
+        for line in render_result(result):
+            click.echo(line)
     sys.exit(1 if result.is_error else 0)
+
+
+def render_result(result: Any) -> list[str]:
+    """The result once: its content blocks, with a text block that only repeats the structured
+    result shown as indented JSON; the structured result alone when there is no content."""
+    out: list[str] = []
+    pretty = json.dumps(result.structured, indent=2) if result.structured is not None else None
+    for block in result.content:
+        if pretty is not None and block.get("type") == "text" and _same_json(block.get("text"), result.structured):
+            out.append(pretty)
+            pretty = None
+            continue
+        out.append(render_block(block))
+    if pretty is not None and not result.content:
+        out.append(pretty)
+    return out
+
+
+def _same_json(text: Any, value: Any) -> bool:
+    try:
+        return isinstance(text, str) and json.loads(text) == value
+    except ValueError:
+        return False
 
 
 def convert(raw: str, schema: Any, key: str) -> Any:
@@ -268,4 +362,65 @@ def render_block(block: dict[str, Any]) -> str:
     return json.dumps(block)
 
 
-COMMANDS = [tools_cmd, call_cmd, discover_cmd, logout_cmd]
+class StatusLines:
+    """Task status on stderr, one line each time it changes."""
+
+    def __init__(self) -> None:
+        self.last: tuple[Any, Any] = (None, None)
+
+    def __call__(self, state: dict[str, Any]) -> None:
+        now = (state.get("status"), state.get("statusMessage"))
+        if now != self.last:
+            self.last = now
+            click.echo(f"task: {now[0]}" + (f"  {now[1]}" if now[1] else ""), err=True)
+
+
+@click.group("task")
+def task_group() -> None:
+    """Look at or cancel a task a server runs (the tasks extension)."""
+
+
+@task_group.command("get")
+@_target_options
+@click.argument("task_id", required=False)
+@click.option("--wait", is_flag=True, help="Wait for the task to end and print its result (answering what it asks).")
+def task_get_cmd(task_id: str | None, wait: bool, **target: Any) -> None:
+    """Print the state of task TASK_ID (JSON), or with --wait its result."""
+    task_id = _task_id(task_id, target)
+
+    async def work(client: Any) -> Any:
+        handle = client.task(task_id)
+        return await handle.wait(on_status=StatusLines()) if wait else await handle.refresh()
+
+    result = _run(work, **target, prefetch=False, tasks=True)
+    if wait:
+        for line in render_result(result):
+            click.echo(line)
+        sys.exit(1 if result.is_error else 0)
+    click.echo(json.dumps(result, indent=2))
+
+
+@task_group.command("cancel")
+@_target_options
+@click.argument("task_id", required=False)
+def task_cancel_cmd(task_id: str | None, **target: Any) -> None:
+    """Ask the server to cancel task TASK_ID."""
+    task_id = _task_id(task_id, target)
+
+    async def work(client: Any) -> Any:
+        await client.task(task_id).cancel()
+
+    _run(work, **target, prefetch=False, tasks=True)
+    click.echo(f"cancel requested for task {task_id}", err=True)
+
+
+def _task_id(task_id: str | None, target: dict[str, Any]) -> str:
+    """With --stdio there is no TARGET: click took the task id for it."""
+    if task_id is None and target.get("stdio") and target.get("target"):
+        task_id, target["target"] = target["target"], None
+    if not task_id:
+        _fail("give the task id")
+    return task_id
+
+
+COMMANDS = [tools_cmd, call_cmd, discover_cmd, task_group, logout_cmd]

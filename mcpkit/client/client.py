@@ -25,6 +25,7 @@ from .connecting import Connecting, forget_eras, is_url  # noqa: F401 (forget_er
 from .schema_check import check_arguments
 from .session import Callback, Handlers, Notification, Session
 from .settings import ClientSettings
+from .tasks import StatusCallback, TaskHandle, is_task
 
 log = logging.getLogger("mcpkit.client")
 
@@ -248,11 +249,22 @@ class Client(Connecting):
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
                         timeout: float | None | object = ..., progress: Callback | None = None,
-                        validate: bool = True) -> CallResult:
+                        validate: bool = True, on_status: StatusCallback | None = None) -> CallResult:
         """Call a tool. Arguments are checked against its cached input schema first.
 
-        A result with ``isError`` comes back as a :class:`CallResult` with ``is_error`` set.
+        A result with ``isError`` comes back as a :class:`CallResult` with ``is_error`` set. When
+        the server answers with a task (``settings.tasks``), this waits for it, polling;
+        ``on_status`` sees each state. :meth:`start_tool` hands the task back instead.
         """
+        started = await self.start_tool(name, arguments, timeout=timeout, progress=progress, validate=validate)
+        if isinstance(started, TaskHandle):
+            return await started.wait(on_status=on_status)
+        return started
+
+    async def start_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
+                         timeout: float | None | object = ..., progress: Callback | None = None,
+                         validate: bool = True) -> "CallResult | TaskHandle":
+        """Call a tool; a :class:`TaskHandle` when the server answered with a task, else the result."""
         arguments = dict(arguments or {})
         definition = await self.tool(name) if validate else None
         if definition is not None:
@@ -269,7 +281,13 @@ class Client(Connecting):
             result = await self.request("tools/call", params, timeout=timeout, progress=progress)
         if not isinstance(result, dict):
             raise BadResponse("tools/call returned something that is not an object")
+        if is_task(result):
+            return TaskHandle(self, result["taskId"], result)
         return CallResult.from_raw(result)
+
+    def task(self, task_id: str) -> TaskHandle:
+        """A handle on a task created earlier (by this connection or another one)."""
+        return TaskHandle(self, task_id)
 
     # --- notifications -----------------------------------------------------------------------
 

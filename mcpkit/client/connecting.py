@@ -90,7 +90,8 @@ class Connecting:
     def _session(self, transport: Transport) -> Session:
         s = self.settings
         session = Session(transport, self.handlers, uuid_ids=s.uuid_ids, request_timeout=s.request_timeout,
-                          log_level=s.log_level, client_info={"name": s.client_name, "version": s.client_version})
+                          log_level=s.log_level, client_info={"name": s.client_name, "version": s.client_version},
+                          tasks=s.tasks)
         session.header_source = self._headers_for
         session.on_list_changed = self._list_changed
         return session
@@ -98,7 +99,8 @@ class Connecting:
     async def _connect_stdio(self, nursery: trio.Nursery, era: str, remembered: str | None) -> None:
         from .transports.stdio import StdioTransport
 
-        self.session = session = self._session(StdioTransport(self.target))
+        transport = self.settings.transport or StdioTransport(self.target, stderr=self.settings.server_stderr)
+        self.session = session = self._session(transport)
         await session.start(nursery)
         if era == "handshake" or remembered == "handshake":
             await self._initialize(session)
@@ -127,7 +129,15 @@ class Connecting:
                 raise
             log.info("no Streamable HTTP at %s (HTTP %s); trying the legacy HTTP+SSE transport", self.target, status)
             await session.aclose()
-            await self._connect_legacy_sse(nursery)
+            try:
+                await self._connect_legacy_sse(nursery)
+            except ConnectionFailed as legacy:
+                if status != 404 or "(HTTP 404" not in str(legacy):
+                    raise
+                raise ConnectionFailed(
+                    f"no MCP server at {self.target}: it answered HTTP 404 both to POST (Streamable HTTP) and "
+                    f"to GET (legacy HTTP+SSE); check the path (servers usually listen on /mcp, "
+                    f"legacy ones on /sse)") from None
 
     async def _connect_legacy_sse(self, nursery: trio.Nursery) -> None:
         from .transports.legacy_sse import LegacySseTransport

@@ -23,6 +23,7 @@ from ..protocol.types import (
     META_CLIENT_INFO,
     META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
+    TASKS_EXTENSION,
 )
 from .errors import (
     BadResponse,
@@ -74,8 +75,10 @@ class _Slot:
 class Session:
     def __init__(self, transport: Transport, handlers: Handlers, *, client_info: dict[str, Any],
                  uuid_ids: bool = False, request_timeout: float | None = 60.0,
-                 log_level: str | None = None) -> None:
+                 log_level: str | None = None, tasks: bool = False) -> None:
         self.transport = transport
+        #: declare the tasks extension (stateless era): servers may answer tools/call with tasks
+        self.declare_tasks = tasks
         self.handlers = handlers
         self.client_info = client_info
         self.request_timeout = request_timeout
@@ -113,6 +116,8 @@ class Session:
             caps["sampling"] = {}
         if self.handlers.elicitation is not None:
             caps["elicitation"] = {"form": {}} if self.version and self.version >= "2025-11-25" else {}
+        if self.declare_tasks and self.era == "stateless":
+            caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
 
     def stateless_meta(self) -> dict[str, Any]:

@@ -35,6 +35,11 @@ class ClientSettings:
     log_level: str | None = None
     #: Rounds of input requests (MRTR) one call may go through.
     max_input_rounds: int = 8
+    #: Declare the tasks extension (stateless era): a server may then answer a long tool call
+    #: with a task handle, which call_tool waits out (polling) and start_tool hands back.
+    tasks: bool = False
+    #: Shortest pause between tasks/get polls (the server's pollIntervalMs is honoured above it).
+    min_poll_interval: float = 0.05
     #: Extra HTTP headers, and a bearer token.
     headers: dict[str, str] = field(default_factory=dict)
     auth_token: str | None = None
@@ -44,3 +49,9 @@ class ClientSettings:
     remember_era: bool = True
     #: Fill the tool list cache right after connecting.
     prefetch_tools: bool = True
+    #: Where a stdio server's stderr goes: None passes it through, or a file object (or
+    #: ``subprocess.DEVNULL``) to keep it off the terminal.
+    server_stderr: Any = None
+    #: A ready transport to use instead of one made from the target (``mcpkit.testing``'s
+    #: in-memory link); it is probed like a stdio server.
+    transport: Any = None

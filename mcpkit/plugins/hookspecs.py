@@ -36,6 +36,12 @@ def mcpkit_completions(config: dict[str, Any]) -> list[Any]:
 
 
 @hookspec
+def mcpkit_middleware(config: dict[str, Any]) -> list[Any]:
+    """Return middleware (``@mcpkit.middleware`` objects, or ``async def mw(call, call_next)``
+    functions) wrapping the requests the server answers."""
+
+
+@hookspec
 def mcpkit_lifespan(config: dict[str, Any]) -> Any:
     """Return an async context manager held open while the server runs (or None).
 

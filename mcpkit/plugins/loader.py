@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import difflib
 import logging
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -9,11 +11,15 @@ from typing import Any, Iterable
 import pluggy
 
 from ..server.app import App, PluginInfo
+from ..server.errors import DefinitionError
+from ..server.middleware import Chain, MiddlewareDef
 from ..server.registry import DuplicateName, Registry
+from ..server.resources import ResourceDef
 from ..server.settings import Settings
 from . import hookspecs
 from .config import Config
 from .entrypoints import EntryPoint, entry_points
+from .naming import RESERVED, Naming, resolution_hint
 
 log = logging.getLogger("mcpkit.plugins")
 GROUP = "mcpkit.plugins"
@@ -22,6 +28,9 @@ _ITEM_HOOKS = ("mcpkit_tools", "mcpkit_resources", "mcpkit_prompts", "mcpkit_com
 
 class PluginError(Exception):
     """A plugin could not be loaded and --strict was given, or two plugins clash."""
+
+
+__all__ = ["PluginError", "Loaded", "discover", "load", "load_objects", "build_app", "lifespans", "cli_commands"]
 
 
 @dataclass
@@ -38,33 +47,97 @@ def discover() -> list[EntryPoint]:
     return [seen[name] for name in sorted(seen)]
 
 
-def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool = False) -> Loaded:
+def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool = False,
+         unknown_names: str = "warn") -> Loaded:
     """Import the selected plugins and register them with a plugin manager.
 
-    A plugin that fails to import is logged and left out (fatal with ``strict``).
+    A plugin that fails to import is logged and left out (fatal with ``strict``). A name in
+    ``only``/``disable`` that is not installed is an error when ``unknown_names`` is "error"
+    (the command line), else a warning (the config file, the environment).
     """
     only, disable = set(only), set(disable)
     eps = discover()
     unknown = (only | disable) - {ep.name for ep in eps}
     if unknown:
-        msg = f"no installed plugin named {', '.join(sorted(unknown))} (installed: {', '.join(ep.name for ep in eps) or 'none'})"
-        if strict or (only and only <= unknown):
+        msg = (f"no installed plugin named {', '.join(repr(n) for n in sorted(unknown))} "
+               f"(installed: {', '.join(ep.name for ep in eps) or 'none'})")
+        if strict or unknown_names == "error" or (only and only <= unknown):
             raise PluginError(msg)
         log.warning(msg)
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs)
+    pm = _manager()
     infos: list[PluginInfo] = []
     for ep in eps:
         if (only and ep.name not in only) or ep.name in disable:
             continue
         info = PluginInfo(ep.name, ep.dist_name, ep.dist_version)
         infos.append(info)
-        try:
-            pm.register(ep.load(), name=ep.name)
-            info.loaded = True
-        except Exception as exc:  # a broken plugin must not take the others down
-            _fail(info, f"import failed: {type(exc).__name__}: {exc}", strict)
+        _register(pm, info, ep.load, strict)
     return Loaded(pm, infos)
+
+
+def load_objects(plugins: dict[str, Any], *, strict: bool = False) -> Loaded:
+    """Register given plugin objects (modules, or objects with hook methods) by name: what
+    ``mcpkit.testing`` serves, through the same checks as installed plugins."""
+    pm = _manager()
+    infos: list[PluginInfo] = []
+    for name, obj in plugins.items():
+        info = PluginInfo(name, getattr(obj, "__name__", type(obj).__name__), None)
+        infos.append(info)
+        _register(pm, info, lambda obj=obj: obj, strict)
+    return Loaded(pm, infos)
+
+
+def _manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def _register(pm: pluggy.PluginManager, info: PluginInfo, get: Any, strict: bool) -> None:
+    try:
+        obj = get()
+        pm.register(obj, name=info.name)
+        info.loaded = True
+    except PluginError:
+        raise
+    except DefinitionError as exc:
+        _fail(info, str(exc), strict)
+        return
+    except pluggy.PluginValidationError as exc:
+        _fail(info, f"invalid hook: {exc}", strict)
+        return
+    except Exception as exc:  # a broken plugin must not take the others down
+        _fail(info, f"import failed: {type(exc).__name__}: {exc}", strict)
+        return
+    for problem in hook_problems(pm, obj):
+        _warn(info, problem, strict)
+
+
+def hook_problems(pm: pluggy.PluginManager, obj: Any) -> list[str]:
+    """Mistakes pluggy lets pass in silence: a misspelled hook, a hook function without
+    ``@mcpkit.hookimpl``, a plugin that implements nothing."""
+    problems: list[str] = []
+    callers = pm.get_hookcallers(obj) or []
+    marked = f"{hookspecs.PROJECT}_impl"
+    for caller in callers:
+        if not caller.has_spec():
+            problems.append(f"hook {caller.name!r} is not an mcpkit hook, so it is never called{_did_you_mean(caller.name)}")
+    for attr in sorted(dir(obj)):
+        value = getattr(obj, attr, None)
+        if attr.startswith("mcpkit_") and callable(value) and not hasattr(value, marked):
+            hint = "" if attr in HOOK_NAMES else _did_you_mean(attr)
+            problems.append(f"function {attr} is not marked @mcpkit.hookimpl, so it is never called{hint}")
+    if not any(caller.has_spec() for caller in callers) and not problems:
+        problems.append("implements no mcpkit hook (mark hook functions with @mcpkit.hookimpl)")
+    return problems
+
+
+HOOK_NAMES = sorted(name for name in dir(hookspecs) if name.startswith("mcpkit_"))
+
+
+def _did_you_mean(name: str) -> str:
+    close = difflib.get_close_matches(name, HOOK_NAMES, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else f" (the hooks: {', '.join(HOOK_NAMES)})"
 
 
 def _fail(info: PluginInfo, error: str, strict: bool) -> None:
@@ -75,34 +148,98 @@ def _fail(info: PluginInfo, error: str, strict: bool) -> None:
         raise PluginError(f"plugin {info.name}: {error}")
 
 
+def _warn(info: PluginInfo, problem: str, strict: bool) -> None:
+    info.warnings.append(problem)
+    if strict:
+        raise PluginError(f"plugin {info.name}: {problem} (fatal with --strict)")
+    log.warning("plugin %s: %s", info.name, problem)
+
+
 def call_for(pm: pluggy.PluginManager, hook: str, plugin: str, config: Config) -> Any:
     """Call one plugin's implementation of ``hook`` with the arguments it names."""
     for impl in getattr(pm.hook, hook).get_hookimpls():
         if impl.plugin_name == plugin:
-            kwargs = {"config": config.for_plugin(plugin)} if "config" in impl.argnames else {}
+            kwargs = {"config": _own_table(config, plugin)} if "config" in impl.argnames else {}
             return impl.function(**kwargs)
     return None
 
 
-def build_app(loaded: Loaded, config: Config, settings: Settings, *, strict: bool = False) -> App:
-    """Collect every loaded plugin's tools, resources, prompts and completions."""
+def _own_table(config: Config, plugin: str) -> dict[str, Any]:
+    """The plugin's table without the keys mcpkit reads itself (prefix, rename)."""
+    return {k: v for k, v in config.for_plugin(plugin).items() if k not in RESERVED}
+
+
+def build_app(loaded: Loaded, config: Config, settings: Settings, *, strict: bool = False,
+              keep_conflicts: bool = False) -> App:
+    """Collect every loaded plugin's tools, resources, prompts, completions and middleware.
+
+    Two plugins offering one name stop the build with a message naming both and the setting that
+    resolves it, unless ``keep_conflicts`` (``mcpkit plugins``): then the first keeps the name
+    and the clash is recorded on the second plugin's info.
+    """
     registry = Registry()
+    middleware: list[MiddlewareDef] = []
     for info in loaded.infos:
         if not info.loaded:
             continue
         staged = Registry(owner=dict(registry.owner))
         try:
-            for hook in _ITEM_HOOKS:
-                for item in call_for(loaded.manager, hook, info.name, config) or []:
-                    staged.add(item, info.name)
-        except DuplicateName as exc:
-            raise PluginError(f"conflicting plugins: {exc}") from None
+            naming = Naming.from_table(info.name, config.for_plugin(info.name))
+            offered = _collect(loaded.manager, info, config, naming, staged, strict, keep_conflicts)
+            for old in naming.unused(offered):
+                _warn(info, f"rename: the plugin offers nothing named {old!r}", strict)
+            mws = [_as_middleware(m, info.name) for m in call_for(loaded.manager, "mcpkit_middleware", info.name, config) or []]
+        except PluginError:
+            raise
+        except (ValueError, DefinitionError) as exc:
+            _fail(info, str(exc), strict)
+            continue
         except Exception as exc:
             _fail(info, f"setup failed: {type(exc).__name__}: {exc}", strict)
             continue
         _merge(registry, staged)
-    return App(registry=registry, settings=settings, plugins=loaded.infos,
+        middleware.extend(mws)
+    return App(registry=registry, settings=settings, plugins=loaded.infos, middleware=Chain(middleware),
                verifier_factories=_verifier_factories(loaded, config, strict))
+
+
+def _collect(pm: pluggy.PluginManager, info: PluginInfo, config: Config, naming: Naming, staged: Registry,
+             strict: bool, keep_conflicts: bool) -> set[str]:
+    """Stage one plugin's items; returns the names and URIs it offers (before renaming)."""
+    offered: set[str] = set()
+    for hook in _ITEM_HOOKS:
+        items = call_for(pm, hook, info.name, config)
+        if items is None:
+            continue
+        if not isinstance(items, (list, tuple)):
+            raise ValueError(f"{hook} returned {type(items).__name__}; it must return a list")
+        for item in items:
+            original = getattr(item, "uri", None) if isinstance(item, ResourceDef) else getattr(item, "name", None)
+            if original:
+                offered.add(original)
+            served = naming.apply(item)
+            for pname in getattr(served, "untyped", ()):
+                _warn(info, f"tool {served.name!r}: parameter {pname!r} has no type hint, so it accepts any "
+                            f"JSON value; annotate it (e.g. `{pname}: str`)", strict)
+            try:
+                staged.add(served, info.name)
+            except TypeError as exc:
+                raise ValueError(f"{hook}: {exc}") from None
+            except DuplicateName as exc:
+                if exc.first == exc.second:
+                    _warn(info, f"{exc}; the second one is left out", strict)
+                elif keep_conflicts:
+                    info.conflicts.append({"kind": exc.kind, "name": exc.name, "plugin": exc.first})
+                else:
+                    raise PluginError(f"conflicting plugins: {exc}; {resolution_hint(exc.kind, exc.name, exc.second)}") from None
+    return offered
+
+
+def _as_middleware(item: Any, plugin: str) -> MiddlewareDef:
+    mw = item if isinstance(item, MiddlewareDef) else MiddlewareDef(item)
+    mw = copy.copy(mw)
+    mw.plugin = plugin
+    return mw
 
 
 def _verifier_factories(loaded: Loaded, config: Config, strict: bool) -> dict[str, Any]:

@@ -52,9 +52,12 @@ class RequestReceived:
     client_info: dict[str, Any]
     client_capabilities: dict[str, Any]
     log_level: LogLevel | None
-    #: who is asking, as the transport established it (a verified bearer identity, or the
-    #: session); None where nobody is identified (stdio, an open HTTP endpoint)
+    #: who is asking, as the transport established it (a verified bearer identity); None
+    #: where nobody is identified (stdio, an HTTP endpoint without auth)
     principal: Any = None
+    #: who owns what this request creates (tasks) when there is no principal: the stdio
+    #: connection, or everyone ("anonymous", an open HTTP endpoint)
+    owner: str = "anonymous"
 
 
 @dataclass(slots=True)
@@ -110,6 +113,8 @@ class ServerConnection:
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     log_level: LogLevel | None = None
     subscriptions: set[str] = field(default_factory=set)
+    #: the owner stamped on this connection's requests (see RequestReceived.owner)
+    owner: str = "anonymous"
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     # -- incoming ------------------------------------------------------------------------------
@@ -206,7 +211,7 @@ class ServerConnection:
         level = None if envelope.logLevel is msgspec.UNSET else envelope.logLevel
         return RequestReceived(
             msg.id, method, msg.params, features(envelope.protocolVersion), envelope,  # type: ignore[arg-type]
-            info, envelope.clientCapabilities, level,
+            info, envelope.clientCapabilities, level, owner=self.owner,
         )
 
     def _handshake_request(self, msg: Message, method: str) -> Event:
@@ -232,7 +237,7 @@ class ServerConnection:
             return Reply(jsonrpc.encode_result(rid, {}))
         return RequestReceived(
             rid, method, msg.params, features(self.version), None,
-            self.client_info, self.client_capabilities, self.log_level,
+            self.client_info, self.client_capabilities, self.log_level, owner=self.owner,
         )
 
     def _initialize(self, msg: Message) -> dict[str, Any]:
@@ -265,6 +270,8 @@ class ServerConnection:
             if arg not in self.subscriptions:
                 return None
             return jsonrpc.encode_notification("notifications/resources/updated", {"uri": arg})
+        if not event.endswith("/list_changed"):
+            return None  # task status (stateless era, through subscriptions/listen) and the like
         return jsonrpc.encode_notification(f"notifications/{event}")
 
     def next_request_id(self) -> int:
@@ -299,6 +306,8 @@ def unsupported_version(requested: str) -> ProtocolError:
 def capabilities_for(caps: dict[str, Any], feats: Features) -> dict[str, Any]:
     """The server capabilities as the given revision can express them."""
     out = dict(caps)
+    if not feats.stateless:
+        out.pop("extensions", None)  # extensions (tasks) are served in the stateless era only
     if not feats.tool_annotations:
         out.pop("completions", None)  # completions capability arrived in 2025-03-26
     return out

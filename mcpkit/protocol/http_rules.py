@@ -13,7 +13,8 @@ from typing import Any, Mapping
 
 from .jsonrpc import HEADER_MISMATCH, ProtocolError
 
-_NAME_KEY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_KEY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+             "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 _SENTINEL = ("=?base64?", "?=")
 
 

@@ -18,6 +18,8 @@ META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+#: the Tasks extension's identifier (in capabilities.extensions)
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -100,6 +102,17 @@ class SubscriptionFilter(msgspec.Struct, kw_only=True, omit_defaults=True):
     promptsListChanged: Union[bool, UnsetType] = UNSET
     resourcesListChanged: Union[bool, UnsetType] = UNSET
     resourceSubscriptions: Union[list[str], UnsetType] = UNSET
+    taskIds: Union[list[str], UnsetType] = UNSET  # the tasks extension
+
+
+class TaskParams(Params, kw_only=True):
+    """tasks/get and tasks/cancel (the tasks extension)."""
+
+    taskId: str
+
+
+class UpdateTaskParams(TaskParams, kw_only=True):
+    inputResponses: dict[str, Any]
 
 
 class ListenParams(Params, kw_only=True):

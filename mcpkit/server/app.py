@@ -9,9 +9,13 @@ import trio
 
 from .._version import __version__
 from ..protocol.connection import ServerConnection
+from .middleware import Chain
 from .mrtr import StateSealer
 from .registry import ChangeHub, Registry
 from .settings import Settings
+from .tasks.manager import TASKS_EXTENSION, TaskManager
+from .tasks.sqlite_store import SqliteTaskStore
+from .tasks.store import MemoryTaskStore, TaskStore
 
 
 @dataclass
@@ -21,6 +25,10 @@ class PluginInfo:
     version: str | None = None
     error: str | None = None
     loaded: bool = False
+    #: load-time mistakes that did not stop the plugin (an unmarked hook, an untyped parameter)
+    warnings: list[str] = field(default_factory=list)
+    #: names this plugin offers that an earlier plugin took ({"kind", "name", "plugin"})
+    conflicts: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -31,12 +39,28 @@ class App:
     hub: ChangeHub = field(default_factory=ChangeHub)
     #: token verifier factories by name, from the plugins' ``mcpkit_token_verifiers`` hooks
     verifier_factories: dict[str, Any] = field(default_factory=dict)
+    #: middleware wrapping requests, in order (see :mod:`mcpkit.server.middleware`)
+    middleware: Chain = field(default_factory=Chain)
     _limiters: dict[Any, trio.CapacityLimiter] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         secret = self.settings.state_secret
         self.sealer = StateSealer(secret.encode() if secret else None)
         self.server_info = {"name": self.settings.name, "version": __version__}
+        self.tasks = TaskManager(self.settings, self._task_store, self.hub.publish)
+
+    def _task_store(self) -> TaskStore:
+        """The store tasks are kept in: durable SQLite by default; in memory when no tool can
+        run as a task (no file is made for nothing) or when configured so."""
+        s = self.settings
+        if s.task_store == "memory" or not self.task_tools():
+            return MemoryTaskStore()
+        from .. import data_dir
+
+        return SqliteTaskStore(s.task_store_path or data_dir() / "tasks.sqlite3")
+
+    def task_tools(self) -> list[str]:
+        return [name for name, tool in self.registry.tools.items() if tool.task]
 
     def thread_limiter(self, item: Any) -> trio.CapacityLimiter:
         """The worker-thread slots of one tool, resource, prompt or completion (shared by
@@ -57,6 +81,8 @@ class App:
         if reg.resources or reg.templates:
             caps["resources"] = {"subscribe": True, "listChanged": True}
         caps["completions"] = {}
+        if self.task_tools():
+            caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
 
     def new_connection(self, *, allow_handshake: bool = True) -> ServerConnection:

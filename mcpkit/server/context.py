@@ -14,6 +14,7 @@ from .errors import InputRequired, MissingCapability
 
 if TYPE_CHECKING:
     from .app import App
+    from .tasks.manager import TaskRun
 
 _CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 _RESPONSE_KEYS = {"elicitation/create": "action", "sampling/createMessage": "content", "roots/list": "roots"}
@@ -94,6 +95,12 @@ class Context:
         self.request_state: Any = request_state
         """The state this request's earlier round handed back (stateless era), else None."""
         self._target = target
+        self._task: "TaskRun | None" = None  # set when this call may run as a task
+
+    def _in_task(self) -> "TaskRun | None":
+        """The task this call now runs as (after escalation), else None."""
+        run = self._task
+        return run if run is not None and run.escalating else None
 
     @property
     def sync(self) -> "SyncContext":
@@ -132,7 +139,13 @@ class Context:
 
     # -- progress and logs -------------------------------------------------------------------
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """Send ``notifications/progress`` if the client asked for progress on this request."""
+        """Send ``notifications/progress`` if the client asked for progress on this request;
+        in a task, the message (or "progress/total") becomes the task's statusMessage."""
+        run = self._in_task()
+        if run is not None:
+            text = message or (f"{progress:g}/{total:g}" if total is not None else f"{progress:g}")
+            await self._app.tasks.progress(run, text)
+            return
         if self._progress_token is None:
             return
         params: dict[str, Any] = {"progressToken": self._progress_token, "progress": progress}
@@ -146,6 +159,8 @@ class Context:
         """Send ``notifications/message`` when the client's level lets it through."""
         if level not in LOG_LEVELS:
             raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        if self._in_task() is not None:
+            return  # tasks carry no log messages (the tasks extension); statusMessage is for progress
         threshold = self._request.log_level
         if threshold is None:
             if self.stateless:
@@ -184,12 +199,17 @@ class Context:
         ones end this round with an InputRequiredResult (and ``state`` sealed into
         ``requestState``), and the client's retry brings the answers back.
         """
+        run = self._in_task()
+        if run is not None:  # a task waits in input_required until tasks/update answers
+            for method, _ in requests.values():
+                self.require_capability(_CAPABILITY_OF.get(method, method))
+            return await self._app.tasks.ask(run, requests)  # answers checked by tasks/update
         if self.stateless:
             answers: dict[str, Any] = {}
             missing: dict[str, Any] = {}
             for key, (method, params) in requests.items():
                 if key in self._input_responses:
-                    answers[key] = _check_response(key, method, self._input_responses[key])
+                    answers[key] = check_response(key, method, self._input_responses[key])
                 else:
                     # The spec forbids input requests the client cannot answer: -32021 instead.
                     self.require_capability(_CAPABILITY_OF.get(method, method))
@@ -224,6 +244,16 @@ class Context:
         """The client's roots (``[{"uri": ..., "name": ...}]``)."""
         return list((await self.request_input({key: ("roots/list", {})}))[key].get("roots", []))
 
+    async def start_task(self) -> None:
+        """Answer the client now with a task and go on as one (when this call may run as a task:
+        the tool declares ``task=...`` and the client the tasks extension); a no-op otherwise.
+
+        Without it a task-capable call becomes a task once it has run ``task_escalate_ms``. Code
+        before it runs within the request, so input it asks for is gathered by multi round-trip
+        requests; after it, input requests park the task in ``input_required``."""
+        if self._task is not None:
+            await self._app.tasks.escalate(self._task)
+
     async def close_stream(self, retry_ms: int | None = None) -> None:
         """HTTP (2025-11-25 SSE polling): close this request's SSE stream now; the client
         reconnects with ``Last-Event-ID`` and gets the rest, the result included. A no-op where
@@ -241,7 +271,7 @@ class Context:
         self._app.hub.publish("resources/updated", uri)
 
 
-def _check_response(key: str, method: str, value: Any) -> Any:
+def check_response(key: str, method: str, value: Any) -> Any:
     need = _RESPONSE_KEYS.get(method)
     if not isinstance(value, dict) or (need is not None and need not in value):
         raise jsonrpc.ProtocolError(jsonrpc.INVALID_PARAMS, f"Invalid params: inputResponses[{key!r}] is not a valid {method} result")
@@ -259,6 +289,16 @@ class SyncContext:
 
     def log(self, level: str, data: Any, logger: str | None = None) -> None:
         trio.from_thread.run(self._ctx.log, level, data, logger)
+
+    def start_task(self) -> None:
+        """See :meth:`Context.start_task`."""
+        trio.from_thread.run(self._ctx.start_task)
+
+    def check_cancelled(self) -> None:
+        """Raise (trio.Cancelled) if the call was cancelled: timed out, the client went away,
+        or tasks/cancel. A thread cannot be stopped from outside; long work should call this
+        now and then so cancelling it frees the thread, not just the caller."""
+        trio.from_thread.check_cancelled()
 
 
 def is_context_annotation(ann: Any) -> bool:

@@ -21,6 +21,8 @@ from ..protocol.types import (
     CompleteParams,
     GetPromptParams,
     ListenParams,
+    TaskParams,
+    UpdateTaskParams,
     PaginatedParams,
     ReadResourceParams,
     ResourceLink,
@@ -30,14 +32,17 @@ from ..protocol.types import (
 from ..protocol.versions import STATELESS_VERSIONS, Features
 from .app import App
 from .auth import check_scopes, may_use
-from .context import Context, InFlight, Peer
+from .context import Context, InFlight, Peer, check_response as _check_response
 from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolError
+from .middleware import Call, describe_call
+from .tasks.manager import TaskRun, declared, missing_extension
 from .tools import ToolDef
 
 log = logging.getLogger("mcpkit.server")
 
 Handler = Callable[[RequestReceived, Peer], Awaitable[Any]]
-_STATELESS_METHODS = frozenset({"server/discover", "subscriptions/listen"})
+Work = Callable[[], Awaitable[dict[str, Any]]]
+_STATELESS_METHODS = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
 _CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover"})
 
 
@@ -54,6 +59,9 @@ class Dispatcher:
             "completion/complete": self.complete,
             "server/discover": self.discover,
             "subscriptions/listen": self.listen,
+            "tasks/get": self.get_task,
+            "tasks/update": self.update_task,
+            "tasks/cancel": self.cancel_task,
         }
 
     async def handle(self, req: RequestReceived, peer: Peer, in_flight: "InFlight | None" = None) -> bytes | None:
@@ -70,7 +78,7 @@ class Dispatcher:
                 if in_flight is not None:
                     in_flight.scopes[req.id] = scope
                 try:
-                    return jsonrpc.encode_result(req.id, self._finish(req, await work))
+                    return jsonrpc.encode_result(req.id, self._finish(req, await work()))
                 finally:
                     if in_flight is not None:
                         in_flight.scopes.pop(req.id, None)
@@ -86,8 +94,14 @@ class Dispatcher:
             log.exception("internal error while serving %s", req.method)
             return jsonrpc.encode_error(req.id, ProtocolError(jsonrpc.INTERNAL_ERROR, "Internal error"))
 
-    def _plan(self, req: RequestReceived, peer: Peer) -> tuple[Awaitable[dict[str, Any]], float]:
-        """The handler call that answers ``req`` (not started yet) and its deadline."""
+    def _plan(self, req: RequestReceived, peer: Peer) -> tuple[Work, float]:
+        """The handler call that answers ``req`` (not started yet), inside the middleware that
+        wrap its method, and its deadline."""
+        if self.app.middleware and self.app.middleware.for_method(req.method):
+            return self._plan_wrapped(req, peer)
+        return self._plan_plain(req, peer)
+
+    def _plan_plain(self, req: RequestReceived, peer: Peer, call: Call | None = None) -> tuple[Work, float]:
         if req.method == "tools/call":
             params = jsonrpc.decode_params(req.params, CallToolParams)
             tool = self.app.registry.tools.get(params.name)
@@ -95,13 +109,38 @@ class Dispatcher:
                 raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {params.name}")
             check_scopes(req.principal, tool.scopes, f"tool {tool.name}")
             deadline = trio.current_time() + self._timeout(tool)
-            return self.call_tool(req, peer, params, tool, deadline), deadline
+            if call is None:
+                return functools.partial(self.call_tool, req, peer, params, tool, deadline), deadline
+
+            async def work() -> dict[str, Any]:  # with the arguments as the middleware left them
+                given = msgspec.structs.replace(params, arguments=call.arguments)
+                return await self.call_tool(req, peer, given, tool, deadline)
+
+            return work, deadline
         handler = self.handlers.get(req.method)
         if handler is None or (req.method in _STATELESS_METHODS and not req.features.stateless):
             raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
-        if req.method == "subscriptions/listen":
-            return handler(req, peer), math.inf  # held open until the client or a shutdown ends it
-        return handler(req, peer), trio.current_time() + self.app.settings.default_timeout
+        if req.method == "subscriptions/listen":  # held open until the client or a shutdown ends it
+            return functools.partial(handler, req, peer), math.inf
+        return functools.partial(handler, req, peer), trio.current_time() + self.app.settings.default_timeout
+
+    def _plan_wrapped(self, req: RequestReceived, peer: Peer) -> tuple[Work, float]:
+        """Through the middleware: they see every request of their methods, refused ones
+        (unknown tool, bad params) included, and may change a tool's arguments."""
+        call = describe_call(self.app.registry, req)
+        try:
+            work, deadline = self._plan_plain(req, peer, call)
+        except ProtocolError as exc:
+            work, deadline = functools.partial(_raise, exc), math.inf
+        return functools.partial(self._through_middleware, call, work), deadline
+
+    async def _through_middleware(self, call: Call, work: Work) -> dict[str, Any]:
+        try:
+            return await self.app.middleware.run(call, work)
+        except ToolError as exc:  # a middleware's refusal (the tool's own are answered inside)
+            if call.method == "tools/call":
+                return _error_result(str(exc))
+            raise ProtocolError(jsonrpc.INTERNAL_ERROR, str(exc)) from None
 
     def _timeout(self, tool: ToolDef) -> float:
         return tool.timeout or self.app.settings.default_timeout
@@ -162,6 +201,16 @@ class Dispatcher:
             raise ProtocolError(jsonrpc.INVALID_PARAMS, message) from None
         if tool.context_param:
             kwargs[tool.context_param] = ctx
+        if tool.task and req.features.stateless:
+            if declared(req.client_capabilities):
+                return await self.app.tasks.start(req, tool.name, functools.partial(_bind, ctx),
+                                                  functools.partial(self._run_tool, req, tool, kwargs, deadline), deadline)
+            if tool.task == "required":
+                raise missing_extension()
+        return await self._run_tool(req, tool, kwargs, deadline)
+
+    async def _run_tool(self, req: RequestReceived, tool: ToolDef, kwargs: dict[str, Any], deadline: float) -> dict[str, Any]:
+        """Call the tool and shape its answer (its errors become isError results)."""
         # The request's scope ends at ``deadline`` (see handle): a cancellation after it is the
         # timeout, answered with an error result; a cancel() from the client or a shutdown
         # comes before it and propagates (no answer is sent).
@@ -174,7 +223,9 @@ class Dispatcher:
             return _error_result(f"Tool {tool.name} timed out after {self._timeout(tool):g} s")
         except InputRequired as exc:
             return _input_required(req, exc)
-        except (ProtocolError, MissingCapability):
+        except ProtocolError:
+            raise  # a JSON-RPC error for the request (a task: failed with it)
+        except MissingCapability:
             if req.features.stateless:
                 raise
             return _error_result(f"Tool {tool.name} needs a client capability the client did not declare")
@@ -293,10 +344,21 @@ class Dispatcher:
         wanted = jsonrpc.decode_params(req.params, ListenParams).notifications
         tag = {META_SUBSCRIPTION_ID: req.id}
         honored = msgspec.to_builtins(wanted)
+        task_ids: set[str] = set()
+        if isinstance(wanted.taskIds, list):
+            if not declared(req.client_capabilities):
+                raise missing_extension()
+            task_ids = set(await self.app.tasks.subscribable(req, wanted.taskIds))
+            honored["taskIds"] = sorted(task_ids)
         await peer.notify(jsonrpc.encode_notification("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": honored}))
         uris = set(honored.get("resourceSubscriptions", []))
         with self.app.hub.listen() as events:
             async for event, arg in events:
+                if event == "task":
+                    owner, task_id, detailed = arg
+                    if task_id in task_ids:
+                        await peer.notify(jsonrpc.encode_notification("notifications/tasks", {"_meta": tag, **detailed}))
+                    continue
                 if event == "resources/updated":
                     if arg in uris:
                         await peer.notify(jsonrpc.encode_notification("notifications/resources/updated", {"_meta": tag, "uri": arg}))
@@ -306,7 +368,30 @@ class Dispatcher:
                     await peer.notify(jsonrpc.encode_notification(f"notifications/{event}", {"_meta": tag}))
         return {"_meta": dict(tag)}  # the server ended the subscription (shutdown)
 
+    # -- tasks (the io.modelcontextprotocol/tasks extension) -------------------------------------
+    async def get_task(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        params = jsonrpc.decode_params(req.params, TaskParams)
+        return await self.app.tasks.get(req, params.taskId)
 
+    async def update_task(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        params = jsonrpc.decode_params(req.params, UpdateTaskParams)
+        return await self.app.tasks.update(req, params.taskId, params.inputResponses, _check_response)
+
+    async def cancel_task(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
+        params = jsonrpc.decode_params(req.params, TaskParams)
+        return await self.app.tasks.cancel(req, params.taskId)
+
+
+
+
+def _bind(ctx: Context | None, run: TaskRun) -> None:
+    """Let the call's context know it may run as a task."""
+    if ctx is not None:
+        ctx._task = run
+
+
+async def _raise(exc: Exception) -> dict[str, Any]:
+    raise exc
 
 
 def _visible(req: RequestReceived, items: Iterable[Any]) -> list[Any]:

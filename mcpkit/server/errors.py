@@ -7,6 +7,11 @@ from typing import Any
 from ..protocol.jsonrpc import SERVER_BUSY, ProtocolError
 
 
+class DefinitionError(TypeError):
+    """A tool, resource or prompt definition that can never work (raised where it is declared),
+    naming the item and the parameter at fault."""
+
+
 class ToolError(Exception):
     """Raise from a tool to return an ``isError`` result with this message (no traceback)."""
 

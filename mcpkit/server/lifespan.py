@@ -7,6 +7,7 @@ import logging
 from typing import Any, AsyncIterator
 
 from .app import App
+from .middleware import Chain
 
 log = logging.getLogger("mcpkit.server")
 
@@ -25,7 +26,8 @@ async def plugin_lifespans(app: App, lifespans: list[tuple[str, Any]], *, strict
                 log.error("plugin %s: lifespan failed, its tools are not served: %s: %s", name, type(exc).__name__, exc)
                 _drop(app, name, f"lifespan failed: {type(exc).__name__}: {exc}")
         try:
-            yield app
+            async with app.tasks.serving():
+                yield app
         finally:
             app.hub.close()
 
@@ -43,6 +45,7 @@ def _drop(app: App, plugin: str, error: str) -> None:
         else:
             reg.resources = [r for r in reg.resources if r.uri != name]
             reg.templates = [r for r in reg.templates if r.uri != name]
+    app.middleware = Chain([m for m in app.middleware.entries if m.plugin != plugin])
     for info in app.plugins:
         if info.name == plugin:
             info.error, info.loaded = error, False

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable
 import msgspec
 
 from ..protocol.types import CONTENT_TYPES, PromptMessage, TextContent
-from .schema import param_struct
+from .schema import checked_schema, param_struct
 
 
 class PromptDef:
@@ -31,6 +31,7 @@ class PromptDef:
         self.scopes = normalize_scopes(scopes, f"prompt {self.name}")
         self.is_async = inspect.iscoroutinefunction(fn)
         self.args_type, self.context_param, descs = param_struct(fn, "Prompt", is_context_annotation)
+        checked_schema(self.args_type, f"prompt {self.name!r}")
         required = set(_required(self.args_type))
         self.arguments = [
             {k: v for k, v in (("name", f), ("description", descs.get(f)), ("required", f in required)) if v is not None}

@@ -13,7 +13,15 @@ from .tools import ToolDef
 
 
 class DuplicateName(Exception):
-    """Two plugins offer the same tool, prompt or resource."""
+    """Two plugins (or one plugin twice) offer the same tool, prompt or resource."""
+
+    def __init__(self, kind: str, name: str, first: str, second: str) -> None:
+        if first == second:
+            text = f"plugin {first!r} offers {kind} {name!r} twice"
+        else:
+            text = f"{kind} {name!r} is offered by both plugin {first!r} and plugin {second!r}"
+        super().__init__(text)
+        self.kind, self.name, self.first, self.second = kind, name, first, second
 
 
 @dataclass
@@ -28,7 +36,7 @@ class Registry:
     def _claim(self, kind: str, name: str, plugin: str) -> None:
         other = self.owner.get((kind, name))
         if other is not None:
-            raise DuplicateName(f"{kind} {name!r} is offered by both plugin {other!r} and plugin {plugin!r}")
+            raise DuplicateName(kind, name, other, plugin)
         self.owner[(kind, name)] = plugin
 
     def add(self, item: Any, plugin: str) -> None:

@@ -9,6 +9,7 @@ import urllib.parse
 from typing import Any, Callable, Iterable
 
 from ..protocol.types import BlobResourceContents, TextResourceContents
+from .errors import DefinitionError
 
 _VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -43,6 +44,7 @@ class ResourceDef:
         self.is_async = inspect.iscoroutinefunction(fn)
         self.variables = _VAR.findall(uri)
         self.is_template = bool(self.variables)
+        _check_parameters(fn, uri, self.variables)
         self._pattern = _compile(uri) if self.is_template else None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -85,6 +87,24 @@ class ResourceDef:
         if isinstance(value, str):
             return [TextResourceContents(uri=uri, text=value, mimeType=mime or "text/plain")]
         raise TypeError(f"resource reader for {self.uri} returned {type(value).__name__}; expected str or bytes")
+
+
+def _check_parameters(fn: Callable[..., Any], uri: str, variables: list[str]) -> None:
+    """The reader is called with the template's variables as keyword arguments: each variable
+    must be a parameter, and each parameter without a default must be a variable."""
+    params = inspect.signature(fn).parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    where = f"resource {uri!r} ({getattr(fn, '__qualname__', fn)})"
+    for var in variables:
+        if var not in params and not takes_any:
+            raise DefinitionError(f"{where}: the URI variable {{{var}}} is not a parameter of the function "
+                                  f"(its parameters: {', '.join(params) or 'none'})")
+    for name, p in params.items():
+        if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            continue
+        if name not in variables and p.default is p.empty:
+            hint = f"add {{{name}}} to the URI template" if variables else f"make the URI a template with {{{name}}}"
+            raise DefinitionError(f"{where}: parameter {name!r} is not a variable of the URI; {hint} or give it a default")
 
 
 def _compile(template: str) -> re.Pattern[str]:

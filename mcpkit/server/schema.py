@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import msgspec
 
+from .errors import DefinitionError
+
 
 def inline_schema(tp: Any) -> dict[str, Any]:
     """JSON Schema of ``tp`` with the top definition inlined and the others under ``$defs``."""
@@ -55,7 +57,8 @@ def param_struct(
             picked = pname
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-            raise TypeError(f"{fn.__qualname__}: parameter {pname!r} must be a normal or keyword parameter")
+            raise DefinitionError(f"{fn.__qualname__}: parameter {pname!r} must be a normal or keyword parameter "
+                                  f"(no *args, **kwargs or positional-only parameters)")
         desc = _description(ann)
         if desc:
             described[pname] = desc
@@ -65,6 +68,35 @@ def param_struct(
             fields.append((pname, ann, param.default))
     struct = msgspec.defstruct(f"{name}Arguments", fields, kw_only=True)
     return struct, picked, described
+
+
+def checked_schema(struct: type[msgspec.Struct], what: str) -> dict[str, Any]:
+    """``inline_schema`` of a parameter struct; a type msgspec cannot handle raises
+    DefinitionError naming ``what`` (``tool 'x'``) and the parameter."""
+    try:
+        return inline_schema(struct)
+    except (TypeError, ValueError) as exc:
+        hints = dict(zip(struct.__struct_fields__, typing.get_type_hints(struct, include_extras=True).values()))
+        for pname, ann in hints.items():
+            try:
+                msgspec.json.schema(ann)
+            except (TypeError, ValueError) as inner:
+                reason = str(inner).strip().splitlines()[-1]
+                raise DefinitionError(
+                    f"{what}: parameter {pname!r}: type hint {_type_name(ann)} is not supported ({reason}); "
+                    f"use str, int, float, bool, list, dict, Literal, an enum, or a msgspec Struct, "
+                    f"dataclass or TypedDict") from None
+        raise DefinitionError(f"{what}: {exc}") from None
+
+
+def untyped_parameters(fn: Callable[..., Any], skip: str | None) -> list[str]:
+    """Parameters declared without a type hint (they accept any JSON value)."""
+    return [name for name, p in inspect.signature(fn).parameters.items()
+            if p.annotation is p.empty and name != skip]
+
+
+def _type_name(ann: Any) -> str:
+    return getattr(ann, "__qualname__", None) or repr(ann)
 
 
 def _description(ann: Any) -> str | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 from typing import Any, Literal
 
 import msgspec
@@ -84,6 +86,19 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_headers: int = 100
     #: tool behind POST /mcp/search (the REST search endpoint)
     search_tool: str = "search_code"
+    # -- tasks (the io.modelcontextprotocol/tasks extension) --
+    #: "sqlite" (durable, <data dir>/tasks.sqlite3, or task_store_path) or "memory"
+    task_store: Literal["sqlite", "memory"] = "sqlite"
+    task_store_path: str | None = None
+    #: a task-capable tool still running after this long answers with a task (0: at once)
+    task_escalate_ms: int = 100
+    #: how long a task (and its result) is kept after it was created; null keeps it for ever
+    task_ttl_ms: int | None = 3_600_000
+    #: how often clients are asked to poll tasks/get
+    task_poll_interval_ms: int = 1000
+    #: live (not terminal) tasks at most, per principal and in all
+    max_tasks_per_principal: int = 100
+    max_live_tasks: int = 1000
 
 
 _ENV_PREFIX = "MCPKIT_"
@@ -94,32 +109,66 @@ _RENAMED = {"max_body_bytes": "max_message_bytes"}
 
 
 def load_settings(table: dict[str, Any] | None, environ: dict[str, str] | None = None,
-                  overrides: dict[str, Any] | None = None) -> Settings:
+                  overrides: dict[str, Any] | None = None, *, table_name: str = "[server]") -> Settings:
     """Settings from a [server] table, then ``MCPKIT_<FIELD>`` variables, then ``overrides``
-    (the command line)."""
+    (the command line). A bad value is reported with the place it came from: the variable, the
+    table key or the command-line option."""
     env = os.environ if environ is None else environ
     data = dict(table or {})
+    source = {key: f"{table_name} {key}" for key in data}
     for fname in (*Settings.__struct_fields__, *_RENAMED):
         if fname == "auth":
             continue
-        value = env.get(_ENV_PREFIX + fname.upper())
+        var = _ENV_PREFIX + fname.upper()
+        value = env.get(var)
         if value is not None:
             data[fname] = [v.strip() for v in value.split(",") if v.strip()] if fname in _LISTS else value
+            source[fname] = f"{var}={value}"
     auth = _auth_from_env(env)
     if auth:
         table_auth = data.get("auth")
         data["auth"] = {**(table_auth if isinstance(table_auth, dict) else {}), **auth}
-    overrides = dict(overrides or {})
-    if isinstance(overrides.get("auth"), dict) and isinstance(data.get("auth"), dict):
-        overrides["auth"] = {**data["auth"], **overrides["auth"]}
-    data.update(overrides)
+        source["auth"] = "MCPKIT_AUTH__* variables"
+    for key, value in (overrides or {}).items():
+        if key == "auth" and isinstance(value, dict) and isinstance(data.get("auth"), dict):
+            value = {**data["auth"], **value}
+        data[key] = value
+        source[key] = f"--{key.replace('_', '-')} {value}"
     for old, new in _RENAMED.items():
         if old in data:
-            data.setdefault(new, data.pop(old))
+            value = data.pop(old)
+            if new not in data:
+                data[new] = value
+                source[new] = source.get(old, new)
+    unknown = sorted(set(data) - set(Settings.__struct_fields__))
+    if unknown:
+        raise ValueError(f"unknown server setting {_unknown(unknown[0], table_name)}")
     try:
         return msgspec.convert(data, Settings, strict=False)
     except msgspec.ValidationError as exc:
-        raise ValueError(f"invalid server setting: {exc}") from None
+        raise ValueError(_explain(exc, source)) from None
+
+
+def _unknown(key: str, table_name: str) -> str:
+    close = difflib.get_close_matches(key, Settings.__struct_fields__, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(Settings.__struct_fields__)}"
+    return f"{key!r} in {table_name}{hint}"
+
+
+_TYPE_WORDS = {"float": "a number", "int": "an integer", "bool": "true or false", "str": "a string"}
+
+
+def _explain(exc: msgspec.ValidationError, source: dict[str, str]) -> str:
+    """``Expected `float`, got `str` - at `$.default_timeout``` -> the variable and the rule."""
+    text = str(exc)
+    message, _, where = text.partition(" - at `$.")
+    field = where.rstrip("`").split(".")[0].split("[")[0]
+    for name, words in _TYPE_WORDS.items():
+        message = message.replace(f"Expected `{name}`", f"expected {words}")
+    message = re.sub(r", got `[^`]*`$", "", message)
+    if field in source:
+        return f"invalid server setting {source[field]}: {message[:1].lower()}{message[1:]}"
+    return f"invalid server setting: {text}"
 
 
 def _auth_from_env(env: dict[str, str] | os._Environ[str]) -> dict[str, Any]:

@@ -6,13 +6,16 @@ import base64
 import dataclasses
 import inspect
 import typing
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping
 
 import msgspec
 import msgspec.structs
 
 from ..protocol.types import CONTENT_TYPES, EmbeddedResource, TextContent
-from .schema import explain, inline_schema, is_object_schema, param_struct, unwrap_optional
+from .schema import checked_schema, explain, inline_schema, is_object_schema, param_struct, unwrap_optional, untyped_parameters
+
+
+TaskSupport = Literal["optional", "required", None]
 
 
 @dataclasses.dataclass
@@ -41,6 +44,7 @@ class ToolDef:
         meta: dict[str, Any] | None = None,
         max_threads: int | None = None,
         scopes: Iterable[str] | None = None,
+        task: TaskSupport = None,
     ) -> None:
         from .auth import normalize_scopes
         from .context import is_context_annotation  # context imports tools' neighbours
@@ -57,9 +61,16 @@ class ToolDef:
         self.max_threads = max_threads
         #: OAuth scopes a caller needs to see and call this tool (authorized HTTP only)
         self.scopes = normalize_scopes(scopes, f"tool {self.name}")
+        if task not in (None, "optional", "required"):
+            raise ValueError(f"tool {self.name}: task must be 'optional', 'required' or None, not {task!r}")
+        #: may this tool answer with a task (the tasks extension)? "required": only as one
+        self.task = task
         self.is_async = inspect.iscoroutinefunction(fn)
         self.args_type, self.context_param, _ = param_struct(fn, _camel(self.name), is_context_annotation)
-        self.input_schema = input_schema if input_schema is not None else inline_schema(self.args_type)
+        schema = checked_schema(self.args_type, f"tool {self.name!r}")
+        self.input_schema = input_schema if input_schema is not None else schema
+        #: parameters without a type hint (reported when the plugin loads)
+        self.untyped = untyped_parameters(fn, self.context_param)
         self.input_schema.setdefault("type", "object")
         self.input_schema.setdefault("properties", {})
         self._fields = self.args_type.__struct_fields__
@@ -185,6 +196,7 @@ def tool(
     meta: dict[str, Any] | None = None,
     max_threads: int | None = None,
     scopes: Iterable[str] | None = None,
+    task: TaskSupport = None,
 ) -> Any:
     """Declare a function (``async def`` or plain ``def``) as an MCP tool.
 
@@ -195,13 +207,17 @@ def tool(
     worker threads a plain ``def`` tool may hold at once (default: the ``max_threads_per_tool``
     setting); calls beyond it wait for a slot within their timeout. ``scopes`` are the OAuth
     scopes a caller needs (on an authorized HTTP server): callers without them do not see the
-    tool, and calling it anyway is answered with a 403 step-up challenge.
+    tool, and calling it anyway is answered with a 403 step-up challenge. ``task="optional"`` lets
+    the tool answer with a task (the ``io.modelcontextprotocol/tasks`` extension) when it runs
+    long and the client declared the extension; ``task="required"`` only ever runs it as a
+    task (clients of the stateless era without the extension get -32021). See docs/tasks.md.
     """
 
     def wrap(f: Callable[..., Any]) -> ToolDef:
         return ToolDef(
             f, name=name, title=title, description=description, annotations=annotations,
             timeout=timeout, input_schema=input_schema, meta=meta, max_threads=max_threads, scopes=scopes,
+            task=task,
         )
 
     return wrap(fn) if fn is not None else wrap

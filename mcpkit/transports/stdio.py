@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import signal
 import stat
 import sys
@@ -82,6 +83,7 @@ class StdioSession:
         self.app = app
         self.out = out
         self.conn: ServerConnection = app.new_connection()
+        self.conn.owner = f"stdio:{secrets.token_hex(8)}"  # one process, one client: its tasks are its own
         self.dispatcher = Dispatcher(app)
         self.in_flight = InFlight()
         self.pending = PendingRequests()

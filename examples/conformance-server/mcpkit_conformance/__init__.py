@@ -16,13 +16,16 @@ from __future__ import annotations
 import mcpkit
 
 from .catalog import PROMPTS, RESOURCES, complete_prompt_arguments
+from .tasks import TASK_TOOLS
 from .tools import PNG_B64, TOOLS, WAV_B64
 
 
 # -- hooks -------------------------------------------------------------------------------------
 @mcpkit.hookimpl
 def mcpkit_tools(config: dict) -> list:
-    return list(TOOLS)
+    # after the others (the harness reads tools[0]); the tasks scenarios' `greet` only when asked
+    # for, as it would clash with the hello example's greet wherever both are installed
+    return list(TOOLS) + [t for t in TASK_TOOLS if t.name != "greet" or config.get("greet")]
 
 
 @mcpkit.hookimpl

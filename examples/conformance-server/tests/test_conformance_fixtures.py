@@ -32,6 +32,8 @@ EXPECTED_TOOLS = [
     "test_input_required_result_tampered_state", "test_input_required_result_capabilities",
     "json_schema_2020_12_tool", "test_reconnection", "test_trigger_tool_change", "test_trigger_prompt_change",
     "test_streaming_elicitation", "test_logging_tool",
+    # the tasks scenarios' fixtures (their `greet` only with [plugins.conformance] greet = true)
+    "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input", "test_tool_with_task",
 ]
 
 JSON_SCHEMA_2020_12 = {

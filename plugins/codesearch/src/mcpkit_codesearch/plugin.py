@@ -56,6 +56,7 @@ class _Progress:
     def __call__(self, run: RunProgress) -> None:
         if self.ctx is None:
             return
+        self.ctx.sync.check_cancelled()  # timed out, the client left, or the task was cancelled
         now = time.monotonic()
         value = float(run.done)
         if value <= self.sent and run.phase == self.phase:
@@ -81,7 +82,7 @@ ProjectName = Annotated[str, msgspec.Meta(min_length=1, max_length=200,
 def build_tools(engine: CodeSearch, roots: tuple[Path, ...] = ()) -> list[Any]:
     """The tools; index_repository reads only under ``roots``."""
     @mcpkit.tool(annotations={"readOnlyHint": False, "destructiveHint": False,
-                              "idempotentHint": True, "openWorldHint": False}, timeout=3600.0)
+                              "idempotentHint": True, "openWorldHint": False}, timeout=3600.0, task="optional")
     def index_repository(
         repository: Annotated[str, msgspec.Meta(
             min_length=1, max_length=4096,

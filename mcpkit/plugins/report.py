@@ -1,0 +1,57 @@
+"""What ``mcpkit plugins`` shows: every plugin, what it offers, and what went wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..server.app import App
+from .naming import resolution_hint
+
+_KINDS = {"tool": "tools", "resource": "resources", "prompt": "prompts"}
+
+
+def plugin_rows(app: App) -> list[dict[str, Any]]:
+    """One row per plugin; a name two plugins offer is listed, and marked, on both."""
+    rows: list[dict[str, Any]] = []
+    by_name: dict[str, dict[str, Any]] = {}
+    for info in app.plugins:
+        row = {"name": info.name, "distribution": info.distribution, "version": info.version,
+               "loaded": info.loaded, "error": info.error, "warnings": list(info.warnings),
+               **app.registry.items_of(info.name), "conflicts": []}
+        rows.append(row)
+        by_name[info.name] = row
+    for info in app.plugins:
+        for clash in info.conflicts:
+            kind, name, keeper = clash["kind"], clash["name"], clash["plugin"]
+            hint = resolution_hint(kind, name, info.name)
+            row = by_name[info.name]
+            row[_KINDS[kind]].append(name)
+            row["conflicts"].append({"kind": kind, "name": name, "with": keeper, "served": False, "resolve": hint})
+            if keeper in by_name:
+                by_name[keeper]["conflicts"].append({"kind": kind, "name": name, "with": info.name, "served": True,
+                                                     "resolve": hint})
+    return rows
+
+
+def render_rows(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return ["no plugins installed (entry point group 'mcpkit.plugins')"]
+    lines: list[str] = []
+    for row in rows:
+        lines.append(f"{row['name']}  ({row['distribution']} {row['version']})")
+        if row["error"]:
+            lines.append(f"  ERROR: {row['error']}")
+        clashing = {(c["kind"], c["name"]) for c in row["conflicts"]}
+        for kind, key in _KINDS.items():
+            if row[key]:
+                names = [f"{n} [CONFLICT]" if (kind, n) in clashing else n for n in row[key]]
+                lines.append(f"  {key}: {', '.join(names)}")
+        for warning in row["warnings"]:
+            lines.append(f"  WARNING: {warning}")
+        for c in row["conflicts"]:
+            if c["served"]:
+                lines.append(f"  CONFLICT: {c['kind']} {c['name']!r} is also offered by plugin {c['with']!r}")
+            else:
+                lines.append(f"  CONFLICT: {c['kind']} {c['name']!r} is already offered by plugin {c['with']!r}; "
+                             f"`mcpkit serve` refuses to start; {c['resolve']}")
+    return lines
