@@ -40,6 +40,15 @@ async def reset() -> str:
     return "reset"
 
 
+@mcpkit.tool(task="required")
+async def long_job(seconds: float = 30.0) -> str:
+    """Runs as a task (the tasks extension): its owner is who started it."""
+    import trio
+
+    await trio.sleep(seconds)
+    return "done"
+
+
 @mcpkit.resource("notes://public")
 async def public_notes() -> str:
     return "public"
@@ -77,7 +86,7 @@ class PrefixVerifier:
 
 @mcpkit.hookimpl
 def mcpkit_tools(config: dict) -> list:
-    return [whoami, read_notes, write_note, reset]
+    return [whoami, read_notes, write_note, reset, long_job]
 
 
 @mcpkit.hookimpl

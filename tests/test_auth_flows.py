@@ -78,10 +78,10 @@ def test_mcpkit_client_signs_in_and_steps_up(rs: HttpServer, auth_server: AuthSe
 
     before = auth_server.stats().get("authorization_code", 0)
     out = trio.run(run)
-    assert out["names"] == ["whoami", "read_notes"]  # the token holds tools:read only
+    assert out["names"] == ["whoami", "read_notes", "long_job"]  # the token holds tools:read only
     assert out["who"]["subject"] == "alice" and out["who"]["audience"] == url and out["who"]["scopes"] == ["tools:read"]
     assert out["saved"] == "saved: hi"
-    assert out["after"] == ["whoami", "read_notes", "write_note"]
+    assert out["after"] == ["whoami", "read_notes", "write_note", "long_job"]
     # step-up asked for the union: tools:read stays; "reset" needs admin, which the user grants
     # too (the fixture grants what is asked), so the last call went through a third sign-in
     assert out["reset"] is None
@@ -212,7 +212,7 @@ def test_official_sdk_client_completes_the_flow(rs: HttpServer) -> None:
                     return names, who, saved.content[0].text
 
     names, who, saved = asyncio.run(run())
-    assert names == ["whoami", "read_notes"]
+    assert names == ["whoami", "read_notes", "long_job"]
     assert who["subject"] == "alice" and who["audience"] == url_of(rs)
     assert saved == "saved: sdk"
 

@@ -132,7 +132,7 @@ def test_hostile_tokens_are_all_401_and_never_logged(rs: HttpServer, keys: KeySe
 def test_scopes_filter_lists_and_challenge_calls(rs: HttpServer, keys: KeyServer) -> None:
     reader = keys.token(keys.claims(resource(rs), scope="tools:read"))
     status, _, reply = stateless(rs, "tools/list", {}, reader)
-    assert status == 200 and [t["name"] for t in reply["result"]["tools"]] == ["whoami", "read_notes"]
+    assert status == 200 and [t["name"] for t in reply["result"]["tools"]] == ["whoami", "read_notes", "long_job"]
     uris = [r["uri"] for r in stateless(rs, "resources/list", {}, reader)[2]["result"]["resources"]]
     assert uris == ["notes://public"]
     assert stateless(rs, "prompts/get", {"name": "summarize", "arguments": {"topic": "x"}}, reader, "summarize")[0] == 200
@@ -151,13 +151,13 @@ def test_scopes_filter_lists_and_challenge_calls(rs: HttpServer, keys: KeyServer
     sid = h["mcp-session-id"]
     session = {**bearer(reader), "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
     assert rs.rpc("notifications/initialized", headers=session, rid=None)[0] == 202
-    assert [t["name"] for t in rs.rpc("tools/list", headers=session)[2]["result"]["tools"]] == ["whoami", "read_notes"]
+    assert [t["name"] for t in rs.rpc("tools/list", headers=session)[2]["result"]["tools"]] == ["whoami", "read_notes", "long_job"]
     status, h, reply = rs.rpc("tools/call", {"name": "reset", "arguments": {}}, headers=session)
     assert status == 403 and challenge(h)["scope"] == "admin" and reply["error"]["code"] == -32003
     # an admin token: the scope hierarchy is the server's (scope_implies), here flat
     admin = keys.token(keys.claims(resource(rs), scope="tools:read tools:write admin"))
     names = [t["name"] for t in stateless(rs, "tools/list", {}, admin)[2]["result"]["tools"]]
-    assert names == ["whoami", "read_notes", "write_note", "reset"]
+    assert names == ["whoami", "read_notes", "write_note", "reset", "long_job"]
     assert stateless(rs, "tools/call", {"name": "reset", "arguments": {}}, admin, "reset")[2]["result"]["content"][0]["text"] == "reset"
 
 
@@ -173,6 +173,23 @@ def test_sessions_belong_to_who_opened_them(rs: HttpServer, keys: KeyServer) -> 
     as_alice = {**bearer(alice), "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
     assert rs.rpc("tools/list", headers=as_alice)[0] == 200
     assert rs.call("DELETE", "/mcp", headers=as_alice)[0] == 200
+
+
+def test_tasks_belong_to_the_principal_across_tokens(rs: HttpServer, keys: KeyServer) -> None:
+    meta = modern_meta()
+    meta["io.modelcontextprotocol/clientCapabilities"] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+    def call(method: str, params: dict, token: str, name: str) -> dict:
+        headers = {**modern_headers(method, name), **bearer(token)}
+        return rs.rpc(method, {**params, "_meta": meta}, headers=headers)[2]
+
+    alice = keys.token(keys.claims(resource(rs)))
+    task_id = call("tools/call", {"name": "long_job", "arguments": {"seconds": 30}}, alice, "long_job")["result"]["taskId"]
+    bob = keys.token(keys.claims(resource(rs), sub="bob"))
+    assert call("tasks/get", {"taskId": task_id}, bob, task_id)["error"]["code"] == -32602  # not bob's
+    alice_again = keys.token(keys.claims(resource(rs), jti="another-token"))  # a refreshed token
+    assert call("tasks/get", {"taskId": task_id}, alice_again, task_id)["result"]["status"] == "working"
+    assert "result" in call("tasks/cancel", {"taskId": task_id}, alice_again, task_id)
 
 
 def test_key_rotation_is_picked_up(rs: HttpServer, keys: KeyServer) -> None:
@@ -219,7 +236,7 @@ def test_the_static_development_token(http_server_kind, scoped_env) -> None:
         assert stateless(srv, "tools/list", {}, None)[0] == 401
         assert stateless(srv, "tools/list", {}, "wrong")[0] == 401
         names = [t["name"] for t in stateless(srv, "tools/list", {}, "dev-secret")[2]["result"]["tools"]]
-        assert names == ["whoami", "read_notes", "write_note", "reset"]  # it may do everything
+        assert names == ["whoami", "read_notes", "write_note", "reset", "long_job"]  # it may do everything
     env = {**scoped_env, "MCPKIT_AUTH__TOKEN_SCOPES": "tools:read"}
     with HttpServer("--plugin", "scoped", "--auth-token", "dev-secret", env=env) as srv:
         assert stateless(srv, "tools/call", {"name": "reset", "arguments": {}}, "dev-secret", "reset")[0] == 403

@@ -51,8 +51,14 @@ class Principal:
 
     @property
     def owner(self) -> tuple[str, str]:
-        """What sessions and tasks are bound to: the subject, within its issuer."""
+        """What sessions are bound to: the subject, within its issuer."""
         return (self.issuer or "", self.subject)
+
+    @property
+    def key(self) -> str:
+        """The same as a string (what tasks are filed under): stable across the principal's
+        tokens, so a refreshed token still reaches its tasks."""
+        return f"{self.issuer or ''}#{self.subject}"
 
 
 class InvalidToken(Exception):
