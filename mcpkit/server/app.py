@@ -14,6 +14,8 @@ from .mrtr import StateSealer
 from .registry import ChangeHub, Registry
 from .settings import Settings
 from .tasks.manager import TASKS_EXTENSION, TaskManager
+from .redis_link import RedisLink
+from .tasks.redis_store import RedisTaskStore
 from .tasks.sqlite_store import SqliteTaskStore
 from .tasks.store import MemoryTaskStore, TaskStore
 
@@ -47,12 +49,19 @@ class App:
         secret = self.settings.state_secret
         self.sealer = StateSealer(secret.encode() if secret else None)
         self.server_info = {"name": self.settings.name, "version": __version__}
+        #: the link to shared state when several processes serve one deployment
+        self.shared: RedisLink | None = None
+        if self.settings.state != "memory":
+            s = self.settings
+            self.shared = RedisLink(s.state, s.state_prefix, s.state_timeout_s)
         self.tasks = TaskManager(self.settings, self._task_store, self.hub.publish)
 
     def _task_store(self) -> TaskStore:
         """The store tasks are kept in: durable SQLite by default; in memory when no tool can
         run as a task (no file is made for nothing) or when configured so."""
         s = self.settings
+        if self.shared is not None:
+            return RedisTaskStore(self.shared)
         if s.task_store == "memory" or not self.task_tools():
             return MemoryTaskStore()
         from .. import data_dir

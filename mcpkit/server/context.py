@@ -54,11 +54,14 @@ class PendingRequests:
             raise PeerError(f"{response.error.message} ({response.error.code})")
         return response.result
 
-    def deliver(self, response: ResponseReceived) -> None:
+    def deliver(self, response: ResponseReceived) -> bool:
+        """Hand an answer to the request waiting for it; False if none is (here)."""
         waiter = self._waiting.get(response.id)
-        if waiter is not None:
-            waiter[1].append(response)
-            waiter[0].set()
+        if waiter is None:
+            return False
+        waiter[1].append(response)
+        waiter[0].set()
+        return True
 
 
 class InFlight:
@@ -67,10 +70,13 @@ class InFlight:
     def __init__(self) -> None:
         self.scopes: dict[Any, trio.CancelScope] = {}
 
-    def cancel(self, request_id: Any) -> None:
+    def cancel(self, request_id: Any) -> bool:
+        """Cancel a running request; False if it is not running (here)."""
         scope = self.scopes.get(request_id)
-        if scope is not None:
-            scope.cancel()
+        if scope is None:
+            return False
+        scope.cancel()
+        return True
 
 
 class Context:
@@ -265,10 +271,10 @@ class Context:
     # -- change notifications ----------------------------------------------------------------------
     async def notify_list_changed(self, kind: str) -> None:
         """Tell listening clients that the ``tools``, ``prompts`` or ``resources`` list changed."""
-        self._app.hub.publish(f"{kind}/list_changed", None)
+        await self._app.hub.announce(f"{kind}/list_changed", None)
 
     async def notify_resource_updated(self, uri: str) -> None:
-        self._app.hub.publish("resources/updated", uri)
+        await self._app.hub.announce("resources/updated", uri)
 
 
 def check_response(key: str, method: str, value: Any) -> Any:

@@ -6,8 +6,12 @@ import contextlib
 import logging
 from typing import Any, AsyncIterator
 
+import trio
+
 from .app import App
 from .middleware import Chain
+from .mrtr import StateSealer
+from .redis_link import StateUnavailable
 
 log = logging.getLogger("mcpkit.server")
 
@@ -26,10 +30,58 @@ async def plugin_lifespans(app: App, lifespans: list[tuple[str, Any]], *, strict
                 log.error("plugin %s: lifespan failed, its tools are not served: %s: %s", name, type(exc).__name__, exc)
                 _drop(app, name, f"lifespan failed: {type(exc).__name__}: {exc}")
         try:
-            async with app.tasks.serving():
+            async with shared_state(app), app.tasks.serving():
                 yield app
         finally:
             app.hub.close()
+
+
+@contextlib.asynccontextmanager
+async def shared_state(app: App) -> AsyncIterator[None]:
+    """With ``state = "redis://..."``: the link held open, the requestState secret shared, and
+    change events (list_changed, resource updates, task status) passed between processes."""
+    link = app.shared
+    if link is None:
+        yield
+        return
+    async with link.running(), trio.open_nursery() as nursery:
+        if not app.settings.state_secret:
+            nursery.start_soon(_adopt_shared_secret, app, link)
+        link.on("change", lambda m: app.hub.publish(m["event"], _arg(m["event"], m.get("arg")), remote=True))
+        nursery.start_soon(_forward_changes, app, link)
+
+        async def tell_others(event: str, arg: Any) -> None:
+            await link.publish("change", event=event, arg=arg)
+
+        app.hub.sinks.append(tell_others)
+        try:
+            yield
+        finally:
+            app.hub.sinks.remove(tell_others)
+            nursery.cancel_scope.cancel()
+
+
+async def _adopt_shared_secret(app: App, link: Any) -> None:
+    """Every process seals requestState with the same key; until Redis answers, a local one."""
+    while True:
+        try:
+            app.sealer = StateSealer(await link.shared_secret())
+            return
+        except StateUnavailable:
+            await trio.sleep(2)
+
+
+async def _forward_changes(app: App, link: Any) -> None:
+    with app.hub.listen(local_only=True) as events:
+        async for event, arg in events:
+            try:
+                await link.publish("change", event=event, arg=arg)
+            except StateUnavailable:
+                pass  # other processes miss this hint while Redis is away (logged by the link)
+
+
+def _arg(event: str, arg: Any) -> Any:
+    return tuple(arg) if event == "task" and isinstance(arg, list) else arg
 
 
 def _drop(app: App, plugin: str, error: str) -> None:

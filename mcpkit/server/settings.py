@@ -86,6 +86,14 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_headers: int = 100
     #: tool behind POST /mcp/search (the REST search endpoint)
     search_tool: str = "search_code"
+    # -- state shared by several processes (docs/deploy.md) --
+    #: "memory" (each process its own), or "redis://host:6379/0" / "rediss://..." (shared:
+    #: sessions, their replay streams, notifications, tasks, the requestState secret)
+    state: str = "memory"
+    #: prefix of every Redis key and channel (several deployments can share one Redis)
+    state_prefix: str = "mcpkit"
+    #: seconds one Redis command may take before the request gets 503
+    state_timeout_s: float = 2.0
     # -- tasks (the io.modelcontextprotocol/tasks extension) --
     #: "sqlite" (durable, <data dir>/tasks.sqlite3, or task_store_path) or "memory"
     task_store: Literal["sqlite", "memory"] = "sqlite"

@@ -15,7 +15,7 @@ from typing import Any, Callable, TypeVar
 import msgspec
 import trio
 
-from .model import TaskRecord
+from .model import TaskRecord, runner_alive
 
 T = TypeVar("T")
 _SCHEMA = """
@@ -120,6 +120,9 @@ class SqliteTaskStore:
     async def live_runners(self) -> list[str]:
         rows = await self._run(lambda c: c.execute(f"SELECT DISTINCT runner FROM tasks WHERE {_LIVE}").fetchall())
         return [r[0] for r in rows]
+
+    async def runner_gone(self, runner: str) -> bool:
+        return runner_alive(runner) is False  # a file store is shared by one host's processes
 
     async def fail_tasks_of(self, runner: str, message: str, now: float) -> int:
         def fail(c: sqlite3.Connection) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from .model import TERMINAL, TaskRecord
+from .model import TERMINAL, TaskRecord, runner_alive
 
 
 class TaskStore(Protocol):
@@ -42,6 +42,9 @@ class TaskStore(Protocol):
 
     async def live_runners(self) -> list[str]:
         """The runners of tasks that are not terminal (to find tasks whose process died)."""
+
+    async def runner_gone(self, runner: str) -> bool:
+        """Is that process known to have stopped?"""
 
     async def fail_tasks_of(self, runner: str, message: str, now: float) -> int:
         """Mark every non-terminal task of ``runner`` (a process that is gone) failed."""
@@ -93,6 +96,9 @@ class MemoryTaskStore:
 
     async def live_runners(self) -> list[str]:
         return sorted({t.runner for t in self._tasks.values() if t.status not in TERMINAL})
+
+    async def runner_gone(self, runner: str) -> bool:
+        return runner_alive(runner) is False
 
     async def fail_tasks_of(self, runner: str, message: str, now: float) -> int:
         n = 0
