@@ -108,16 +108,19 @@ def _env_list(name: str) -> list[str]:
 @click.option("--auth-resource", metavar="URL", default=None,
               help="This server's canonical URL, e.g. https://mcp.example.com/mcp (tokens must be issued for it).")
 @click.option("--workers", type=int, default=None, help="HTTP worker processes [default: 1].")
+@click.option("--state", metavar="URL", default=None,
+              help="Share sessions, streams, notifications and tasks with other processes through Redis: "
+                   "redis://host:6379/0 or rediss://... [default: memory, each process its own]. See docs/deploy.md.")
 @click.option("--server", "http_server", type=click.Choice(["mcpkit", "hypercorn"]), default=None,
               help="HTTP server: mcpkit's own HTTP/1.1 server, or hypercorn (HTTP/2) [default: mcpkit].")
 @click.option("--certfile", type=click.Path(exists=True, dir_okay=False), default=None, help="Serve HTTPS with this PEM certificate chain.")
 @click.option("--keyfile", type=click.Path(exists=True, dir_okay=False), default=None, help="The private key of --certfile (PEM).")
 @_selection
 def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
-          auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, http_server: str | None, certfile: str | None, keyfile: str | None,
+          auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, state: str | None, http_server: str | None, certfile: str | None, keyfile: str | None,
           only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
     """Serve the installed plugins' tools over MCP (stdio by default)."""
-    given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("http_server", http_server),
+    given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("state", state), ("http_server", http_server),
              ("certfile", certfile), ("keyfile", keyfile))
     overrides: dict[str, Any] = {k: v for k, v in given if v is not None}
     if allow_origins:

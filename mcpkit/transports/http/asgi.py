@@ -20,6 +20,7 @@ from ..._version import __version__
 from ...protocol import jsonrpc
 from ...server.app import App
 from ...server.lifespan import plugin_lifespans
+from ...server.redis_link import StateUnavailable
 from .legacy_sse import LegacySse
 from .security import Guard
 from .sessions import SessionManager
@@ -27,7 +28,7 @@ from .streamable import Streamable
 from .accesslog import AccessLog
 from .auth import ResourceServer
 from .exchange import AsgiExchange, Exchange, Receive, Scope, Send
-from .wire import BodyTooLarge, Disconnected, error_body, rest_error
+from .wire import RETRY_SOON, BodyTooLarge, Disconnected, error_body, rest_error
 
 #: The JSON-RPC endpoints; every other path answers errors as ``{"error": {"code", "message"}}``.
 _MCP_PATHS = frozenset({"/mcp", "/mcp/", "/sse", "/messages"})
@@ -45,8 +46,14 @@ class HttpApp:
         self.legacy_only = legacy_only
         self.guard = Guard(s.host, s.allow_origins)
         self.auth = ResourceServer.from_app(app, self.refuse)
+        shared = None
+        if app.shared is not None:
+            from .shared_sessions import SharedSessions
+
+            shared = SharedSessions(app.shared, s.session_ttl_s, s.event_store_size, s.event_store_bytes)
         self.sessions = SessionManager(s.session_ttl_s, s.max_sessions, s.event_store_size, s.sse_backlog_bytes,
-                                       s.event_store_bytes)
+                                       s.event_store_bytes, shared)
+        self.sessions.new_connection = app.new_connection
         self.streamable = Streamable(app, self.sessions)
         self.streamable.step_up = self.auth.step_up if self.auth is not None else None
         self.legacy = LegacySse(app)
@@ -62,9 +69,10 @@ class HttpApp:
         self.app.hub.close()
 
     def end_sessions(self) -> None:
-        """After the drain: end every session (what still runs is cancelled)."""
+        """After the drain: end every session here (what still runs is cancelled). With shared
+        state they live on in Redis for the other processes."""
         for sid in list(self.sessions.sessions):
-            self.sessions.end(sid)
+            self.sessions.drop(sid)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The ASGI entry (hypercorn, or any ASGI server)."""
@@ -81,6 +89,8 @@ class HttpApp:
             self.streamable.nursery = nursery
             nursery.start_soon(self.sessions.expire_forever)
             nursery.start_soon(self.streamable.forward_changes)
+            if self.sessions.shared is not None:  # a change a request raises is out before its answer
+                self.app.hub.sinks.append(self.streamable.forward_shared)
             await self.routes.startup()
             self.started.set()
             try:
@@ -89,6 +99,8 @@ class HttpApp:
                 await self.shutdown()
                 self.end_sessions()
                 nursery.cancel_scope.cancel()
+                if self.streamable.forward_shared in self.app.hub.sinks:
+                    self.app.hub.sinks.remove(self.streamable.forward_shared)
                 if self.auth is not None:
                     with trio.CancelScope(shield=True):
                         await self.auth.aclose()
@@ -124,6 +136,10 @@ class HttpApp:
             await self._route(ex, h, origin)
         except BodyTooLarge:
             await ex.respond(413, self.too_large_body(ex.path))
+        except StateUnavailable as exc:  # logged once per outage by the link
+            if ex.status == 0:
+                with contextlib.suppress(OSError):
+                    await ex.respond(503, error_body(exc.code, exc.message), RETRY_SOON)
         except Disconnected:
             pass
         except Exception:
@@ -231,14 +247,17 @@ def _plain_routes(app: App) -> Any:
         return {"error": {"code": code, "message": exc.description or exc.name}}, exc.code or 500, headers
 
     @quart.get("/healthz")
-    async def healthz() -> dict[str, Any]:
-        return {
-            "status": "ok",
+    async def healthz() -> Any:
+        state = {"backend": "memory", "ok": True} if app.shared is None else await app.shared.health()
+        body = {
+            "status": "ok" if state["ok"] else "degraded",
             "version": __version__,
             "pid": os.getpid(),
             "plugins": [p.name for p in app.plugins if p.loaded],
             "tools": len(app.registry.tools),
+            "state": state,
         }
+        return body  # 200 even when degraded: stateless calls still work without shared state
 
     from .search_api import install
 

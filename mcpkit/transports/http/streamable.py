@@ -20,27 +20,13 @@ from ...server.app import App
 from ...server.dispatch import Dispatcher
 from ...server.errors import busy
 from .outbox import Outbox
-from .sessions import CLOSE, Session, SessionManager, Stream
+from .peers import BufferPeer, DirectPeer, SessionPeer
+from .sessions import CLOSE, Session, SessionManager, Stream, asked_here, restore_connection
 from .exchange import Exchange
-from .wire import Headers, error_body, http_status_for, sse_event
+from .wire import RETRY_SOON, Headers, error_body, error_code, http_status_for, sse_event
 
 log = logging.getLogger("mcpkit.http")
 _META_KEY = META_PROTOCOL_VERSION.encode()
-
-
-class _Code(msgspec.Struct):
-    code: int
-
-
-class _ErrorOnly(msgspec.Struct):
-    error: _Code | None = None
-
-
-def error_code(data: bytes) -> int | None:
-    if b'"error":' not in data:
-        return None
-    err = msgspec.json.decode(data, type=_ErrorOnly).error
-    return err.code if err else None
 
 
 def prefers_sse(accept: str) -> bool:
@@ -155,7 +141,7 @@ class Streamable:
         """Run the request in this HTTP exchange: JSON unless it streams (or the client prefers
         SSE); a closed stream cancels it."""
         sse = sse or self.settings.response_mode == "sse" or req.method == "subscriptions/listen"
-        peer = _DirectPeer(ex, sse and self.settings.response_mode != "json" or req.method == "subscriptions/listen",
+        peer = DirectPeer(ex, sse and self.settings.response_mode != "json" or req.method == "subscriptions/listen",
                            self.step_up)
         if req.method == "subscriptions/listen":
             async with trio.open_nursery() as nursery:
@@ -165,7 +151,7 @@ class Streamable:
         else:
             await self._run_stateless(req, ex, peer)
 
-    async def _run_stateless(self, req: RequestReceived, ex: Exchange, peer: "_DirectPeer") -> None:
+    async def _run_stateless(self, req: RequestReceived, ex: Exchange, peer: DirectPeer) -> None:
         async with ex.cancel_on_disconnect():
             data = await self.dispatcher.handle(req, peer)
             if data is not None:
@@ -180,7 +166,7 @@ class Streamable:
         if not isinstance(msg, Message) or msg.method != "initialize" or not msg.is_request:
             await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required (or send initialize to open a session)"))
             return
-        session = self.sessions.create(self.app.new_connection())
+        session = await self.sessions.create(self.app.new_connection())
         if session is not None and ex.principal is not None:
             session.owner = ex.principal.owner  # only its owner may use it
         if session is None:
@@ -189,15 +175,20 @@ class Streamable:
         (reply,) = session.conn.receive_message(msg)
         assert isinstance(reply, Reply)
         if error_code(reply.data) is not None:
-            self.sessions.end(session.id)
+            await self.sessions.end(session.id)
             await ex.respond(400, reply.data)
             return
+        try:
+            await self.sessions.save_new(session)  # acknowledged only once shared
+        except ProtocolError:
+            self.sessions.drop(session.id)
+            raise
         await ex.respond(200, reply.data, [(b"mcp-session-id", session.id.encode())])
 
-    def _session_of(self, ex: Exchange, sid: str) -> Session | None:
+    async def _session_of(self, ex: Exchange, sid: str) -> Session | None:
         """The session, if it exists and belongs to whoever asks (someone else's session is
         answered like an unknown one)."""
-        session = self.sessions.get(sid)
+        session = await self.sessions.get(sid)
         if session is not None and session.owner is not None:
             if ex.principal is None or ex.principal.owner != session.owner:
                 log.info("refused session %s to a caller who does not own it", sid[:8])
@@ -205,14 +196,18 @@ class Streamable:
         return session
 
     async def post_session(self, ex: Exchange, body: bytes, sid: str, version: str | None) -> None:
-        session = self._session_of(ex, sid)
+        session = await self._session_of(ex, sid)
         if session is None:
             await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session; initialize a new one"))
             return
         if version is not None and version.strip() not in HANDSHAKE_VERSIONS:
             await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, f"Bad Request: unsupported MCP-Protocol-Version {version!r}"))
             return
+        shared = session.shared
+        before = session.record() if shared is not None else None
         events = session.conn.receive(body)
+        if before is not None and session.record() != before:  # initialized, log level, subscriptions
+            await self.sessions.save_changes(session, before)
         for ev in events[0].events if len(events) == 1 and isinstance(events[0], Batch) else events:
             if isinstance(ev, RequestReceived):
                 ev.principal = ex.principal
@@ -221,7 +216,7 @@ class Streamable:
             return
         requests = [ev for ev in events if isinstance(ev, RequestReceived)]
         for ev in events:
-            self._apply(session, ev)
+            await self._apply(session, ev)
         if requests:
             await self._answer_in_session(session, requests[0], ex, prefers_sse(ex.headers.get("accept", "")))
         elif any(isinstance(ev, Reply) for ev in events):
@@ -230,15 +225,21 @@ class Streamable:
         else:
             await ex.respond(202)
 
-    def _apply(self, session: Session, ev: Event) -> None:
+    async def _apply(self, session: Session, ev: Event) -> None:
+        """A cancellation or an answer to a server request; with shared state, one for a
+        request another process runs (or sent) is passed to it."""
+        shared = session.shared
         if isinstance(ev, CancelRequested):
-            session.in_flight.cancel(ev.request_id)
+            if not session.in_flight.cancel(ev.request_id) and shared is not None:
+                await shared.route_cancel(session.id, ev.request_id)
         elif isinstance(ev, ResponseReceived):
-            session.deliver(ev)
+            if not session.deliver(ev) and shared is not None and not asked_here(ev.id):
+                error = msgspec.to_builtins(ev.error) if ev.error is not None else None
+                await shared.route_response(session.id, {"id": ev.id, "result": ev.result, "error": error})
 
     async def _answer_batch(self, session: Session, events: list[Event], ex: Exchange) -> None:
         answers: list[bytes] = []
-        peer = _BufferPeer()
+        peer = BufferPeer()
 
         async def one(req: RequestReceived) -> None:
             data = await self.dispatcher.handle(req, peer, session.in_flight)
@@ -252,7 +253,7 @@ class Streamable:
                 elif isinstance(ev, Reply):
                     answers.append(ev.data)
                 else:
-                    self._apply(session, ev)
+                    await self._apply(session, ev)
         if answers:
             await ex.respond(200, jsonrpc.encode_batch(answers))
         else:
@@ -267,8 +268,8 @@ class Streamable:
             await ex.respond(503, jsonrpc.encode_error(req.id, busy(limit)), [(b"retry-after", b"1")])
             return
         stream = session.new_stream()
-        box = stream.attach(0)
-        peer = _SessionPeer(session, stream, self.settings.sse_retry_ms)
+        box = await stream.attach(replay=False)
+        peer = SessionPeer(session, stream, self.settings.sse_retry_ms)
         session.active += 1
         self.nursery.start_soon(self._run_in_session, session, req, peer, stream)
         try:
@@ -288,19 +289,22 @@ class Streamable:
         json_ok = self.settings.response_mode == "json" or (self.settings.response_mode == "auto" and not sse)
         if json_ok and first[0] != CLOSE and stream.done and stream.seq == 1 and not peer.wants_sse:
             stream.detach(box)
-            await ex.respond(200, first[1])
+            busy_now = error_code(first[1]) == jsonrpc.SERVER_BUSY
+            await ex.respond(503 if busy_now else 200, first[1], RETRY_SOON if busy_now else None)
             return
         polling = req.features.version >= "2025-11-25"
+        with contextlib.suppress(ProtocolError):  # Redis away: it streams all the same, not resumable
+            await stream.persist()  # it streams: from now on what it sends can be resumed anywhere
         await ex.start_stream()
         if polling:  # priming event: an id to resume from, and how soon to come back
-            await ex.send_chunk(sse_event(b"", f"{stream.key}-0", retry_ms=self.settings.sse_retry_ms))
+            await ex.send_chunk(sse_event(b"", stream.event_id("0"), retry_ms=self.settings.sse_retry_ms))
         await self._pump(ex, box, stream, first, polling)
 
-    async def _run_in_session(self, session: Session, req: RequestReceived, peer: "_SessionPeer", stream: Stream) -> None:
+    async def _run_in_session(self, session: Session, req: RequestReceived, peer: SessionPeer, stream: Stream) -> None:
         try:
             data = await self.dispatcher.handle(req, peer, session.in_flight)
             if data is not None:
-                stream.emit(data, final=True)
+                await stream.emit(data, final=True)
         finally:
             session.active -= 1
             stream.done = True
@@ -313,7 +317,7 @@ class Streamable:
         try:
             frame = first
             while frame[0] != CLOSE:
-                await ex.send_chunk(sse_event(frame[1], frame[0] if with_ids else None))
+                await ex.send_chunk(sse_event(frame[1], stream.public_id(frame[0]) if with_ids else None))
                 while True:
                     with trio.move_on_after(self.settings.sse_heartbeat_s):
                         frame = await box.get()
@@ -345,20 +349,31 @@ class Streamable:
         if not accepts(h.get("accept", ""), "text/event-stream"):
             await ex.respond(406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
             return
-        session = self._session_of(ex, sid)
+        session = await self._session_of(ex, sid)
         if session is None:
             await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session"))
             return
-        last = h.get("last-event-id")
-        key, after = "0", session.standalone.seq
+        last = (h.get("last-event-id") or "").strip()
         if last:
-            key, _, seq = last.strip().rpartition("-")
-            after = int(seq) if seq.isdigit() else 0
+            key, _, after = last.partition(".")
+        elif session.shared is not None:
+            key, after = "0", await session.shared.last(session.id, "0")
+        else:
+            key, after = "0", str(session.standalone.seq)
         stream = session.streams.get(key)
-        if stream is None:  # finished already: replay what the store still holds
+        borrowed = stream is None
+        if stream is None:  # finished, or (shared) running elsewhere: replay, then what comes
             stream = Stream(session, key)
-            stream.done = True
-        box = stream.attach(after)
+            if session.shared is None:
+                stream.done = True
+            else:
+                session.streams[key] = stream
+        try:
+            box = await stream.attach(after)
+        except BaseException:
+            if borrowed:
+                session.streams.pop(key, None)
+            raise
         session.active += 1
         first: Any = None
         try:
@@ -379,98 +394,55 @@ class Streamable:
         finally:
             session.active -= 1
             session.touch()
+            if borrowed and session.streams.get(key) is stream:
+                session.streams.pop(key, None)
 
     async def delete(self, ex: Exchange) -> None:
         sid = ex.headers.get("mcp-session-id")
         if sid is None:
             await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
-        elif self._session_of(ex, sid) is not None and self.sessions.end(sid):
+        elif await self._session_of(ex, sid) is not None and await self.sessions.end(sid):
             await ex.respond(200)
         else:
             await ex.respond(404, error_body(jsonrpc.INVALID_REQUEST, "Not Found: unknown or expired session"))
 
     async def forward_changes(self) -> None:
-        """List-changed and resource-updated notices to every initialized session's GET stream."""
-        with self.app.hub.listen() as events:
+        """List-changed and resource-updated notices to every initialized session's GET stream.
+
+        With shared state each process forwards only the changes raised here, to every live
+        session in Redis (one round trip for the records, one for the appends); the streams'
+        readers, wherever they are, get them through the bus."""
+        shared = self.sessions.shared
+        with self.app.hub.listen(local_only=shared is not None) as events:
             async for event, arg in events:
-                for session in list(self.sessions.sessions.values()):
-                    notice = session.conn.change_notice(event, arg)
-                    if notice is not None:
-                        session.standalone.emit(notice)
+                if shared is None:
+                    for session in list(self.sessions.sessions.values()):
+                        notice = session.conn.change_notice(event, arg)
+                        if notice is not None:
+                            await session.standalone.emit(notice)
+                    continue
+                try:
+                    await self.forward_shared(event, arg)
+                except ProtocolError as exc:  # Redis is away: this notice is lost (logged by the link)
+                    log.debug("change notice not forwarded: %s", exc.message)
 
-
-class _DirectPeer:
-    """Stateless era: JSON answer unless something streams first, then SSE in this exchange."""
-
-    def __init__(self, ex: Exchange, sse: bool, step_up: Callable[[Exchange, bytes], Headers | None] | None = None) -> None:
-        self._ex = ex
-        self._sse = sse
-        self._step_up = step_up
-        self._started = False
-        self._lock = trio.StrictFIFOLock()
-
-    async def _start(self) -> None:
-        if not self._started:
-            self._started = True
-            await self._ex.start_stream()
-
-    async def notify(self, data: bytes) -> None:
-        async with self._lock:
-            await self._start()
-            await self._ex.send_chunk(sse_event(data))
-
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        raise RuntimeError("the stateless era has no server-to-client requests")
-
-    async def heartbeat(self, every: float) -> None:
-        while True:
-            await trio.sleep(every)
-            async with self._lock:
-                await self._start()
-                await self._ex.send_chunk(b": keep-alive\n\n")
-
-    async def finish(self, data: bytes) -> None:
-        async with self._lock:
-            if self._started or self._sse:
-                await self._start()
-                await self._ex.send_chunk(sse_event(data))
-                await self._ex.end_stream()
-            else:
-                challenge = self._step_up(self._ex, data) if self._step_up is not None else None
-                await self._ex.respond(http_status_for(error_code(data) or 0), data, challenge)
-
-
-class _SessionPeer:
-    """Handshake era: messages go to the request's resumable stream."""
-
-    def __init__(self, session: Session, stream: Stream, retry_ms: int) -> None:
-        self.session = session
-        self.stream = stream
-        self.retry_ms = retry_ms
-        self.wants_sse = False
-
-    async def notify(self, data: bytes) -> None:
-        self.wants_sse = True
-        self.stream.emit(data)
-
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        self.wants_sse = True
-        return await self.session.ask(self.stream, method, params)
-
-    async def close_stream(self, retry_ms: int | None = None) -> None:
-        self.wants_sse = True
-        self.stream.close_reader()
-        await trio.sleep(0)
-
-
-class _BufferPeer:
-    """Batches answer in one JSON array: notifications have nowhere to go."""
-
-    async def notify(self, data: bytes) -> None:
-        return None
-
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        raise RuntimeError("server-to-client requests are not available inside a batch")
+    async def forward_shared(self, event: str, arg: Any) -> None:
+        shared = self.sessions.shared
+        assert shared is not None
+        if event != "resources/updated" and not event.endswith("/list_changed"):
+            return  # nothing a session's GET stream gets (task status goes to listeners)
+        records = await shared.load_many(await shared.live())
+        scratch = self.app.new_connection()
+        items = []
+        for sid, record in records.items():  # the records, not a cached copy that may lag
+            restore_connection(scratch, record)
+            notice = scratch.change_notice(event, arg)
+            if notice is not None:
+                items.append((sid, "0", notice, False))
+        for (sid, _, notice, _), pos in zip(items, await shared.append_many(items)):
+            local = self.sessions.sessions.get(sid)
+            if local is not None:  # the bus brings the others; our own we deliver here
+                local.standalone.deliver_remote(pos, notice, False)
 
 
 __all__ = ["Streamable"]

@@ -36,10 +36,15 @@ def http_status_for(code: int) -> int:
         return 404
     if code == FORBIDDEN:
         return 403
+    if code == jsonrpc.SERVER_BUSY:  # too busy, or shared state unreachable: retry shortly
+        return 503
     if code in (jsonrpc.PARSE_ERROR, jsonrpc.INVALID_REQUEST, jsonrpc.INVALID_PARAMS, jsonrpc.HEADER_MISMATCH,
                 jsonrpc.MISSING_CLIENT_CAPABILITY, jsonrpc.UNSUPPORTED_PROTOCOL_VERSION):
         return 400
     return 200
+
+
+RETRY_SOON: Headers = [(b"retry-after", b"1")]
 
 
 def sse_event(data: bytes, event_id: str | None = None, event: str | None = None, retry_ms: int | None = None) -> bytes:
@@ -52,3 +57,18 @@ def sse_event(data: bytes, event_id: str | None = None, event: str | None = None
         parts.append(b"event: " + event.encode())
     parts.append(b"data: " + data)
     return b"\n".join(parts) + b"\n\n"
+
+
+class _Code(msgspec.Struct):
+    code: int
+
+
+class _ErrorOnly(msgspec.Struct):
+    error: _Code | None = None
+
+
+def error_code(data: bytes) -> int | None:
+    if b'"error":' not in data:
+        return None
+    err = msgspec.json.decode(data, type=_ErrorOnly).error
+    return err.code if err else None

@@ -1,0 +1,276 @@
+"""Handshake-era sessions shared by several processes through Redis (``state = "redis://..."``).
+
+What is shared: each session's record (negotiated version, client info and capabilities, log
+level, subscriptions, initialized), with idle expiry; each SSE stream's events, in a Redis
+stream per (session, stream), so ``Last-Event-ID`` replays on whichever process the client
+reconnects to; and messages between processes on the bus: an event appended to a stream (its
+live reader may be elsewhere), a session changed or ended, a client's answer to a server
+request that another process sent, a cancellation for a request another process runs.
+
+What stays in each process: the sessions it has seen (a cache, refreshed through the bus),
+the requests it runs, the streams it writes or reads. A request answered with plain JSON
+touches Redis not at all once its session is cached.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+import msgspec
+import msgspec.structs
+
+from ...server.redis_link import RedisLink
+
+if TYPE_CHECKING:
+    from .sessions import SessionManager
+
+# Append an event (XADD, trimmed, expiring with the session) and tell the bus, in one trip.
+_APPEND = """
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'd', ARGV[2], 'f', ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('PUBLISH', KEYS[2], string.format(ARGV[5], id))
+return id
+"""
+
+
+class SessionRecord(msgspec.Struct, omit_defaults=True):
+    version: str
+    client_info: dict[str, Any] = {}
+    client_capabilities: dict[str, Any] = {}
+    log_level: str | None = None
+    subscriptions: list[str] = []
+    initialized: bool = False
+    owner: list[str] | None = None  # (issuer, subject) when the server authenticates
+
+
+def _fields_of(before: SessionRecord, after: SessionRecord) -> tuple[dict[str, Any], list[str]]:
+    """The hash fields that differ between two records: (to set, to delete)."""
+    changed: dict[str, Any] = {}
+    if after.initialized != before.initialized:
+        changed["init"] = "1" if after.initialized else "0"
+    if after.log_level != before.log_level and after.log_level is not None:
+        changed["level"] = after.log_level
+    old, new = set(before.subscriptions), set(after.subscriptions)
+    changed.update({f"sub:{uri}": "1" for uri in sorted(new - old)})
+    return changed, [f"sub:{uri}" for uri in sorted(old - new)]
+
+
+def _apply(record: SessionRecord, changed: dict[str, Any], removed: list[str]) -> SessionRecord:
+    """A record with hash-field changes (another process's) applied."""
+    subs = set(record.subscriptions) - {f[4:] for f in removed if f.startswith("sub:")}
+    subs |= {f[4:] for f in changed if f.startswith("sub:")}
+    return msgspec.structs.replace(record, initialized=changed.get("init", "1" if record.initialized else "0") == "1",
+                                   log_level=changed.get("level", record.log_level), subscriptions=sorted(subs))
+
+
+def _record_of(fields: Any) -> SessionRecord | None:
+    """A record from its hash (None when the session is gone)."""
+    if not fields:
+        return None
+    text = {bytes(k).decode(): bytes(v) for k, v in fields.items()}
+    if "base" not in text:
+        return None
+    base = msgspec.json.decode(text["base"], type=SessionRecord)
+    return msgspec.structs.replace(base, initialized=text.get("init") == b"1",
+                                   log_level=text["level"].decode() if "level" in text else None,
+                                   subscriptions=sorted(k[4:] for k in text if k.startswith("sub:")))
+
+
+def pos_key(pos: str) -> tuple[int, int]:
+    """Order of Redis stream ids ("1700000000000-3"); "0" is before everything."""
+    ms, _, seq = pos.partition("-")
+    return (int(ms), int(seq or 0)) if ms.isdigit() else (-1, -1)
+
+
+class SharedSessions:
+    def __init__(self, link: RedisLink, ttl_s: float, store_size: int, store_bytes: int) -> None:
+        self.link = link
+        self.ttl = max(1, int(ttl_s))
+        self.store_size = store_size
+        self.store_bytes = store_bytes
+        self.k = link.key
+        self._bus = link.key("bus")
+        self.manager: SessionManager | None = None
+
+    def bind(self, manager: "SessionManager") -> None:
+        self.manager = manager
+        self.link.on("ev", self._on_event)
+        self.link.on("sess", self._on_session)
+        self.link.on("resp", self._on_response)
+        self.link.on("cancel", self._on_cancel)
+        self.link.resubscribed.append(self._catch_up)
+
+    # -- session records ---------------------------------------------------------------------------
+    # A record is a hash: "base" (what initialize fixed), "init", "level", and one "sub:<uri>" per
+    # subscription, so two processes changing one session at once each change only their field.
+    async def create(self, sid: str, record: SessionRecord) -> None:
+        base = msgspec.json.encode(SessionRecord(version=record.version, client_info=record.client_info,
+                                                 client_capabilities=record.client_capabilities, owner=record.owner))
+        await self._write(sid, {"base": base, **_fields_of(SessionRecord(version=""), record)[0]}, [])
+
+    async def update(self, sid: str, before: SessionRecord, after: SessionRecord) -> None:
+        """Write what changed between two states of a session, and tell the other processes."""
+        changed, removed = _fields_of(before, after)
+        if changed or removed:
+            await self._write(sid, changed, removed)
+            await self.link.publish("sess", sid=sid, op="changed", set=changed, unset=removed)
+
+    async def _write(self, sid: str, changed: dict[str, Any], removed: list[str]) -> None:
+        key = self.k("sess", sid)
+
+        async def run(r: Any) -> None:
+            async with r.pipeline(transaction=True) as pipe:
+                if changed:
+                    pipe.hset(key, changed)
+                if removed:
+                    pipe.hdel(key, removed)
+                pipe.expire(key, self.ttl)
+                pipe.zadd(self.k("sessions"), {sid: time.time() + self.ttl})
+
+        await self.link.call(run)
+
+    async def load(self, sid: str) -> SessionRecord | None:
+        return _record_of(await self.link.call(lambda r: r.hgetall(self.k("sess", sid))))
+
+    async def touch(self, sid: str) -> bool:
+        """Push the idle expiry back; False if the session is gone (expired, deleted)."""
+        async def run(r: Any) -> Any:
+            async with r.pipeline(transaction=True) as pipe:
+                pipe.expire(self.k("sess", sid), self.ttl)
+                pipe.zadd(self.k("sessions"), {sid: time.time() + self.ttl})
+            return pipe
+
+        pipe = await self.link.call(run)
+        return bool(pipe.results[0]) if hasattr(pipe, "results") else True
+
+    async def end(self, sid: str) -> bool:
+        async def run(r: Any) -> Any:
+            async with r.pipeline(transaction=True) as pipe:
+                pipe.delete([self.k("sess", sid)])
+                pipe.zrem(self.k("sessions"), [sid])
+            return pipe
+
+        pipe = await self.link.call(run)
+        existed = bool(pipe.results[0]) if hasattr(pipe, "results") else True
+        await self.link.publish("sess", sid=sid, op="ended")
+        return existed
+
+    async def live(self) -> list[str]:
+        now = time.time()
+        members = await self.link.call(lambda r: r.zrangebyscore(self.k("sessions"), now, "+inf"))
+        return [bytes(m).decode() for m in members]
+
+    async def load_many(self, sids: list[str]) -> dict[str, SessionRecord]:
+        if not sids:
+            return {}
+
+        async def run(r: Any) -> Any:
+            async with r.pipeline(transaction=False) as pipe:
+                for sid in sids:
+                    pipe.hgetall(self.k("sess", sid))
+            return pipe
+
+        pipe = await self.link.call(run)
+        records = {sid: _record_of(fields) for sid, fields in zip(sids, pipe.results)}
+        return {sid: rec for sid, rec in records.items() if rec is not None}
+
+    # -- events -------------------------------------------------------------------------------------
+    def _maxlen(self, size: int) -> int:
+        return max(1, min(self.store_size, self.store_bytes // max(size, 1)))
+
+    def _append_args(self, sid: str, key: str, data: bytes, final: bool) -> tuple[list[str], list[Any]]:
+        note = msgspec.json.encode({"k": "ev", "o": self.link.tag, "sid": sid, "key": key, "pos": "@@",
+                                    "final": final, "data": msgspec.Raw(data)})
+        template = note.replace(b"%", b"%%").replace(b'"@@"', b'"%s"')
+        return ([self.k("ev", sid, key), self._bus],
+                [self._maxlen(len(data)), data, b"1" if final else b"0", self.ttl, template])
+
+    async def append(self, sid: str, key: str, data: bytes, final: bool) -> str:
+        keys, args = self._append_args(sid, key, data, final)
+        pos = await self.link.call(lambda r: r.eval(_APPEND, keys, args))
+        return bytes(pos).decode()
+
+    async def append_many(self, items: list[tuple[str, str, bytes, bool]]) -> list[str]:
+        """Several appends in one round trip (change notices to many sessions)."""
+        if not items:
+            return []
+
+        async def run(r: Any) -> Any:
+            async with r.pipeline(transaction=False) as pipe:
+                for sid, key, data, final in items:
+                    keys, args = self._append_args(sid, key, data, final)
+                    pipe.eval(_APPEND, keys, args)
+            return pipe
+
+        pipe = await self.link.call(run)
+        return [bytes(p).decode() for p in pipe.results] if hasattr(pipe, "results") else []
+
+    async def read(self, sid: str, key: str, after: str | None) -> list[tuple[str, bytes, bool]]:
+        """The events of a stream after position ``after`` (None: all kept)."""
+        start = "-" if after in (None, "0") else f"({after}"
+        entries = await self.link.call(lambda r: r.xrange(self.k("ev", sid, key), start, "+"))
+        out = []
+        for entry in entries:
+            fields = entry.field_values
+            out.append((bytes(entry.identifier).decode(), bytes(fields[b"d"]), fields.get(b"f") == b"1"))
+        return out
+
+    async def last(self, sid: str, key: str) -> str:
+        """The newest position of a stream ("0" when empty): a new reader starts after it."""
+        entries = await self.link.call(lambda r: r.xrevrange(self.k("ev", sid, key), "+", "-", count=1))
+        return bytes(entries[0].identifier).decode() if entries else "0"
+
+    # -- between processes ---------------------------------------------------------------------------
+    async def route_response(self, sid: str, response: dict[str, Any]) -> None:
+        await self.link.publish("resp", sid=sid, response=response)
+
+    async def route_cancel(self, sid: str, request_id: Any) -> None:
+        await self.link.publish("cancel", sid=sid, id=request_id)
+
+    def _local(self, sid: Any) -> Any:
+        return None if self.manager is None else self.manager.sessions.get(sid)
+
+    async def _catch_up(self) -> None:
+        """After a bus outage: what the live readers here missed, from the streams in Redis."""
+        if self.manager is None:
+            return
+        for session in list(self.manager.sessions.values()):
+            for stream in list(session.streams.values()):
+                if stream.reader is None:
+                    continue
+                for pos, data, final in await self.read(session.id, stream.key, stream.last_pos):
+                    stream.deliver_remote(pos, data, final)
+
+    def _on_event(self, m: dict[str, Any]) -> None:
+        if m.get("o") == self.link.tag:
+            return  # ours: delivered here already
+        session = self._local(m.get("sid"))
+        stream = session.streams.get(m.get("key")) if session is not None else None
+        if stream is not None and isinstance(m.get("pos"), str):
+            data = msgspec.json.encode(m.get("data"))
+            stream.deliver_remote(m["pos"], data, bool(m.get("final")))
+
+    def _on_session(self, m: dict[str, Any]) -> None:
+        if self.manager is None:
+            return
+        sid = m.get("sid")
+        if m.get("op") == "ended":
+            self.manager.drop(sid)
+        elif m.get("op") == "changed":
+            session = self._local(sid)
+            if session is not None and isinstance(m.get("set"), dict) and isinstance(m.get("unset"), list):
+                session.restore(_apply(session.record(), m["set"], m["unset"]))
+
+    def _on_response(self, m: dict[str, Any]) -> None:
+        session = self._local(m.get("sid"))
+        if session is not None and isinstance(m.get("response"), dict):
+            session.deliver_routed(m["response"])
+
+    def _on_cancel(self, m: dict[str, Any]) -> None:
+        session = self._local(m.get("sid"))
+        if session is not None:
+            session.in_flight.cancel(m.get("id"))
+
+
+Callback = Callable[[dict[str, Any]], None]
