@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.mcpkit-installed
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
 EDITABLES   := -e '.[test]' $(foreach p,$(PLUGIN_DIRS),-e $(p))
 
-.PHONY: install serve test fixtures conformance conformance-client bench bench-http dist fuzz clean
+.PHONY: install serve test test-tools fixtures conformance conformance-client bench bench-http bench-scaleout dist fuzz clean
 
 install: $(STAMP)
 
@@ -39,9 +39,13 @@ $(CONF_SITE)/.fixtures: $(STAMP) $(foreach d,$(FIXTURE_DIRS),$(d)/pyproject.toml
 
 fixtures: $(CONF_SITE)/.fixtures
 
-test: install fixtures
+# The scale-out tests run a real redis-server and HAProxy (Debian packages, installed when missing).
+test: install fixtures test-tools
 	PYTHONPATH=$(CONF_SITE) $(VENV)/bin/pytest -q
 	CONFORMANCE_EXTENSIONS=0 scripts/conformance
+
+test-tools:
+	@command -v redis-server >/dev/null && command -v haproxy >/dev/null || scripts/need-debian-packages redis-server haproxy
 
 # The official conformance harness against the conformance example plugin (installs both).
 conformance: install fixtures
@@ -67,6 +71,12 @@ dist: install
 bench-http: install
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_http.py
+
+# state = "memory" against state = "redis://..." on 1, 2 and 4 workers (redis-server and wrk
+# installed from Debian's packages when missing).
+bench-scaleout: install fixtures test-tools
+	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
+	PYTHONPATH=$(CONF_SITE) $(PY) bench/bench_scaleout.py
 
 # The fuzz and abuse campaign against real servers, 3 minutes per transport (a short run is in
 # `make test`). FUZZ_SECONDS and FUZZ_SEED change it; the report goes to .fuzz-report.json too.
