@@ -305,3 +305,12 @@ def test_healthz_and_keys(cluster: Cluster, redis: RedisServer) -> None:
     health = json.loads(cluster.via.call("GET", "/healthz")[2])
     assert health["state"]["backend"] == "redis" and health["state"]["ok"] is True and health["status"] == "ok"
     assert all(k.startswith("mcpkit:") for k in redis.command("--scan").split())
+
+
+def test_hostile_last_event_ids_get_a_stream_not_an_error(cluster: Cluster) -> None:
+    sid = cluster.via.initialize()
+    for last in ("0.garbage", "zz", "0.123-abc", "0.~1", "x" * 200 + ".1-1", "0.99999999999999999999-1"):
+        conn, resp = _open_stream(cluster.servers[0].port, sid, last=last)  # asserts 200 + SSE
+        conn.close()
+    log = cluster.servers[0].stderr.decode(errors="replace")
+    assert "Traceback" not in log and "unexpected error" not in log

@@ -161,6 +161,8 @@ class Stream:
         else:
             from .shared_sessions import pos_key
 
+            if pos_key(after) == (-1, -1):
+                after = "0"  # not a position Redis gave (a client's garbage, a provisional id)
             self.reader = None
             self._held = []  # what the bus brings while Redis is read comes after, not twice
             try:

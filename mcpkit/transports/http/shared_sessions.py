@@ -80,7 +80,10 @@ def _record_of(fields: Any) -> SessionRecord | None:
 def pos_key(pos: str) -> tuple[int, int]:
     """Order of Redis stream ids ("1700000000000-3"); "0" is before everything."""
     ms, _, seq = pos.partition("-")
-    return (int(ms), int(seq or 0)) if ms.isdigit() else (-1, -1)
+    if not ms.isdigit() or not (seq.isdigit() or seq == "") or len(pos) > 41:
+        return (-1, -1)
+    key = (int(ms), int(seq or 0))
+    return key if key[0] < 2**64 and key[1] < 2**64 else (-1, -1)
 
 
 class SharedSessions:
