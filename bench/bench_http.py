@@ -65,12 +65,14 @@ def rss_mib(pid: int) -> float:
 
 
 class Server:
+    extra: list[str] = []  # more `mcpkit serve` arguments (bench_scaleout)
+
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.port = free_port()
         if kind.startswith("mcpkit"):
             cmd = [str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", str(self.port), "--plugin", "hello",
-                   "--server", "hypercorn" if kind == "mcpkit-hypercorn" else "mcpkit"]
+                   "--server", "hypercorn" if kind == "mcpkit-hypercorn" else "mcpkit", *self.extra]
         else:
             cmd = [sys.executable, str(HERE / "sdk_http_server.py"), str(self.port),
                    "stateless-json" if kind == "sdk-stateless" else "default"]
