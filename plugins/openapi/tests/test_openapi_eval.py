@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ FLOORS = {"lexical": (0.82, 0.60), "hybrid": (0.90, 0.73)}  # recall@5, MRR
 def _load():
     spec = importlib.util.spec_from_file_location("mcpkit_openapi_evaluate", EVAL)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
