@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .catalog import Catalog, SpecSource, build_catalog, parse_sources
-from .lexical import query_has_terms
+from .lexical import query_has_terms, summary_of
 from .ranking import MODES, Searcher, hybrid_available
 from .spec import MAX_SPEC_BYTES, Operation
 
@@ -132,7 +132,7 @@ class Engine:
             hits = []
             for doc, score in results:
                 op = self.catalog.operations[doc]
-                hits.append(Hit(op.operation_id, op.summary, round(score, 4), op.method, op.path))
+                hits.append(Hit(op.operation_id, summary_of(op), round(score, 4), op.method, op.path))
         except Exception as exc:
             log.info("openapi: event=search_ids query=%s status=error error=%s latency_ms=%.2f",
                      _q(query), json.dumps(str(exc)), (time.perf_counter() - t0) * 1000)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .spec import Operation
-from .text import analyze, clean_prose, query_concepts, words
+from .text import analyze, clean_prose, lead_sentence, query_concepts, words
 
 METHOD_VERBS = {
     "GET": "get list read",
@@ -59,7 +59,7 @@ def operation_fields(op: Operation) -> dict[str, list[str]]:
     desc = clean_prose(op.description)[:DESCRIPTION_CHARS]
     return {
         "opid": [] if op.synthesized_id else analyze(opid),
-        "summary": analyze(op.summary),
+        "summary": analyze(summary_of(op)),
         "description": analyze(desc),
         "path": analyze(" ".join(static), keep_stop_words=True),  # keeps /users/me
         "params": analyze(" ".join(params)),
@@ -67,6 +67,11 @@ def operation_fields(op: Operation) -> dict[str, list[str]]:
         "tags": analyze(" ".join(op.tags)),
         "verb": analyze(METHOD_VERBS.get(op.method, op.method.lower())),
     }
+
+
+def summary_of(op: Operation) -> str:
+    """The operation's summary, or the first sentence of its description when it has none."""
+    return op.summary or lead_sentence(op.description)
 
 
 def input_names(op: Operation) -> list[str]:
