@@ -1,20 +1,35 @@
-"""Retrieval quality and latency of search_ids on GitHub's REST API description.
+"""Retrieval quality and latency of search_ids over several public API descriptions.
 
 Usage::
 
-    python plugins/openapi/eval/evaluate.py [--modes lexical,hybrid] [--misses] [--json]
+    python plugins/openapi/eval/evaluate.py [--apis github,bitbucket] [--modes lexical,hybrid]
+                                            [--splits dev,test] [--misses] [--json]
 
-The spec (``api.github.com.json`` from the npm package ``@octokit/openapi``, MIT) is fetched
-with ``npm pack`` into ``~/.cache/mcpkit-openapi-eval`` (or ``$MCPKIT_OPENAPI_EVAL_CACHE``) the
-first time; nothing is downloaded into the repository. Prints recall@5 and MRR (over the top 20)
-per ranking mode, and the p50/p95 latency of one search.
+Query sets (``sets/*.json``, plus GitHub's ``queries.json``) list tasks phrased the way an
+assistant relays a user's request, each with graded relevant operation ids (2: answers the
+task, 1: acceptable). Every query belongs to a ``dev`` split (ranking may be tuned on it) or a
+``test`` split (never tuned on); APIs whose ``role`` is ``test-only`` have no dev queries at all.
+
+Metrics per API, split and ranking mode, over the top 20 results:
+
+* recall@1 / recall@5: share of queries with a grade-2 operation at rank 1 / in the top 5;
+* MRR: mean reciprocal rank of the first grade-2 operation (0 when none is in the top 20);
+* nDCG@5: graded gains (2 and 1) against the ideal ordering of the query's relevant ids.
+
+The specs of the new sets are committed gzipped under ``specs/``; GitHub's (MIT, the npm
+package ``@octokit/openapi``) is fetched with ``npm pack`` into ``~/.cache/mcpkit-openapi-eval``
+(or ``$MCPKIT_OPENAPI_EVAL_CACHE``) the first time. Decompressed specs and parsed indexes are
+cached there too; nothing is written into the repository.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -22,18 +37,31 @@ import sys
 import tarfile
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 QUERIES = HERE / "queries.json"
+SETS = HERE / "sets"
 NPM_PACKAGE = "@octokit/openapi"
 NPM_VERSION = os.environ.get("MCPKIT_OPENAPI_EVAL_VERSION", "23.0.2")
 SPEC_MEMBER = "package/generated/api.github.com.json"
+TOP = 20
 
 
 class SpecUnavailable(RuntimeError):
     """The evaluation spec is not cached and cannot be fetched (no npm, no registry)."""
+
+
+@dataclass
+class QuerySet:
+    api: str
+    role: str
+    spec: Path
+    queries: list[dict[str, Any]]
+    expand_duplicates: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def cache_dir() -> Path:
@@ -68,80 +96,181 @@ def spec_path() -> Path:
     return target
 
 
+def _unpacked(gz: Path) -> Path:
+    """A committed ``specs/x.json.gz`` decompressed once into the eval cache."""
+    target = cache_dir() / "specs" / gz.name.removesuffix(".gz")
+    if not target.exists() or target.stat().st_mtime < gz.stat().st_mtime:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(".part")
+        partial.write_bytes(gzip.decompress(gz.read_bytes()))
+        partial.replace(target)
+    return target
+
+
 def load_queries() -> list[dict[str, Any]]:
+    """GitHub's original 70 queries (``expected`` lists: every id is grade 2)."""
     return json.loads(QUERIES.read_text("utf-8"))["queries"]
 
 
-def evaluate(mode: str, *, repeats: int = 3, index_cache: Path | None = None) -> dict[str, Any]:
-    """Run every query through a searcher in ``mode``; return metrics and the misses."""
+def query_sets(apis: list[str] | None = None) -> list[QuerySet]:
+    """Every query set (GitHub first), optionally only the named APIs. GitHub's spec is fetched
+    lazily by :func:`run_set`, so listing the sets needs no network."""
+    out = [QuerySet("github", "dev (the lexical weights were tuned on it)", Path(),
+                    [{"query": q["query"], "split": "dev", "relevant": {i: 2 for i in q["expected"]}}
+                     for q in load_queries()])]
+    for path in sorted(SETS.glob("*.json")):
+        doc = json.loads(path.read_text("utf-8"))
+        out.append(QuerySet(doc["api"], doc["role"], HERE / doc["spec"], doc["queries"],
+                            "note" in doc and "#n" in doc["note"], doc))
+    return [s for s in out if apis is None or s.api in apis]
+
+
+def _resolve_spec(qs: QuerySet) -> Path:
+    return spec_path() if qs.api == "github" else _unpacked(qs.spec)
+
+
+def _grades(relevant: dict[str, int], ids: set[str], expand: bool) -> dict[str, int]:
+    """Relevant ids -> grade, adding the ``id#n`` copies of duplicated operationIds if asked."""
+    out = dict(relevant)
+    if expand:
+        for op_id in ids:
+            base = re.sub(r"#\d+$", "", op_id)
+            if base != op_id and base in relevant:
+                out[op_id] = relevant[base]
+    return out
+
+
+def score_ranking(ranked: list[str], grades: dict[str, int]) -> dict[str, float]:
+    """recall@1, recall@5, reciprocal rank and nDCG@5 of one ranked id list."""
+    first = next((n for n, op_id in enumerate(ranked, 1) if grades.get(op_id, 0) >= 2), None)
+    dcg = sum(grades.get(op_id, 0) / math.log2(n + 1) for n, op_id in enumerate(ranked[:5], 1))
+    ideal = sorted(grades.values(), reverse=True)[:5]
+    idcg = sum(g / math.log2(n + 1) for n, g in enumerate(ideal, 1))
+    return {
+        "recall@1": float(first == 1),
+        "recall@5": float(first is not None and first <= 5),
+        "mrr": 1.0 / first if first else 0.0,
+        "ndcg@5": dcg / idcg if idcg else 0.0,
+    }
+
+
+def _searcher(qs: QuerySet, mode: str) -> tuple[Any, list[str], float]:
     from mcpkit_openapi.catalog import SpecSource, build_catalog
     from mcpkit_openapi.ranking import Searcher
 
-    cache = index_cache or cache_dir() / "index"
+    cache = cache_dir() / "index"
     t0 = time.perf_counter()
-    catalog = build_catalog([SpecSource(spec_path())], cache)
+    catalog = build_catalog([SpecSource(_resolve_spec(qs))], cache)
+    if catalog.errors:
+        raise SpecUnavailable("; ".join(catalog.errors))
     searcher = Searcher(catalog.operations, mode=mode, cache_dir=cache)
-    build_s = time.perf_counter() - t0
-    queries = load_queries()
-    hits, rr, latencies, misses = 0, 0.0, [], []
-    for q in queries:
-        searcher.search(q["query"], 20)  # warm-up (caches, first-call costs)
-    for q in queries:
-        expected = set(q["expected"])
-        results: list = []
-        for _ in range(repeats):
-            if searcher.semantic is not None:
-                searcher.semantic.clear_query_cache()  # time the query's encoding too
-            t = time.perf_counter()
-            results = searcher.search(q["query"], 20)
-            latencies.append((time.perf_counter() - t) * 1000)
-        ids = [catalog.operations[i].operation_id for i, _ in results]
-        rank = next((n for n, op_id in enumerate(ids, 1) if op_id in expected), None)
-        if rank is not None and rank <= 5:
-            hits += 1
-        else:
-            misses.append({"query": q["query"], "expected": sorted(expected), "rank": rank, "top": ids[:5]})
-        if rank is not None:
-            rr += 1.0 / rank
-    latencies.sort()
-    return {
-        "mode": mode,
-        "queries": len(queries),
-        "operations": len(catalog.operations),
-        "recall@5": hits / len(queries),
-        "mrr": rr / len(queries),
-        "p50_ms": statistics.median(latencies),
-        "p95_ms": latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))],
-        "build_s": build_s,
-        "misses": misses,
-    }
+    return searcher, [op.operation_id for op in catalog.operations], time.perf_counter() - t0
+
+
+def run_set(qs: QuerySet, mode: str, splits: tuple[str, ...] = ("dev", "test"),
+            repeats: int = 3) -> list[dict[str, Any]]:
+    """Metrics of one query set in one ranking mode: one result per split present."""
+    searcher, ids, build_s = _searcher(qs, mode)
+    id_set = set(ids)
+    results = []
+    for split in splits:
+        queries = [q for q in qs.queries if q["split"] == split]
+        if not queries:
+            continue
+        for q in queries:
+            searcher.search(q["query"], TOP)  # warm-up: first-call costs are not per-query costs
+        sums = {"recall@1": 0.0, "recall@5": 0.0, "mrr": 0.0, "ndcg@5": 0.0}
+        latencies: list[float] = []
+        misses = []
+        for q in queries:
+            ranked: list[str] = []
+            for _ in range(repeats):
+                if getattr(searcher, "semantic", None) is not None:
+                    searcher.semantic.clear_query_cache()  # time the query's encoding too
+                t = time.perf_counter()
+                hits = searcher.search(q["query"], TOP)
+                latencies.append((time.perf_counter() - t) * 1000)
+                ranked = [ids[i] for i, _ in hits]
+            grades = _grades(q["relevant"], id_set, qs.expand_duplicates)
+            one = score_ranking(ranked, grades)
+            for k in sums:
+                sums[k] += one[k]
+            if not one["recall@5"]:
+                rank = next((n for n, op_id in enumerate(ranked, 1) if grades.get(op_id, 0) >= 2), None)
+                misses.append({"query": q["query"], "relevant": sorted(q["relevant"]), "rank": rank,
+                               "top": ranked[:5]})
+        latencies.sort()
+        n = len(queries)
+        results.append({
+            "api": qs.api, "split": split, "mode": mode, "queries": n, "operations": len(ids),
+            **{k: v / n for k, v in sums.items()},
+            "p50_ms": statistics.median(latencies),
+            "p95_ms": latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))],
+            "build_s": build_s, "misses": misses,
+        })
+    return results
+
+
+def evaluate(mode: str, *, repeats: int = 3, apis: list[str] | None = None,
+             splits: tuple[str, ...] = ("dev", "test")) -> list[dict[str, Any]]:
+    """Every selected set in one mode (sets whose spec cannot be had are skipped with a note)."""
+    out = []
+    for qs in query_sets(apis):
+        try:
+            out.extend(run_set(qs, mode, splits, repeats))
+        except SpecUnavailable as exc:
+            print(f"{qs.api}: skipped ({exc})", file=sys.stderr)
+    return out
+
+
+def summary(results: list[dict[str, Any]], split: str, roles: dict[str, str],
+            test_only: bool = False) -> dict[str, float] | None:
+    """Unweighted mean over APIs of one split (optionally only the test-only APIs)."""
+    rows = [r for r in results if r["split"] == split and (not test_only or roles.get(r["api"]) == "test-only")]
+    if not rows:
+        return None
+    return {k: statistics.fmean(r[k] for r in rows) for k in ("recall@1", "recall@5", "mrr", "ndcg@5")}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="lexical,hybrid", help="comma-separated ranking modes")
+    parser.add_argument("--apis", default="", help="comma-separated API names (default: all)")
+    parser.add_argument("--splits", default="dev,test", help="dev, test or both")
     parser.add_argument("--misses", action="store_true", help="print the queries missed in the top 5")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     from mcpkit_openapi.ranking import hybrid_available
 
+    apis = [a.strip() for a in args.apis.split(",") if a.strip()] or None
+    splits = tuple(s.strip() for s in args.splits.split(",") if s.strip())
+    roles = {qs.api: qs.role for qs in query_sets(apis)}
     results = []
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
         if mode == "hybrid" and not hybrid_available():
             print("hybrid: skipped (install mcpkit-openapi[embeddings])", file=sys.stderr)
             continue
-        results.append(evaluate(mode))
+        results.extend(evaluate(mode, apis=apis, splits=splits))
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    header = ("mode", "queries", "ops", "recall@5", "MRR", "p50 ms", "p95 ms", "build s")
-    print("{:<8} {:>7} {:>5} {:>9} {:>6} {:>7} {:>7} {:>7}".format(*header))
+    head = ("api", "split", "mode", "n", "ops", "R@1", "R@5", "MRR", "nDCG@5", "p50 ms", "p95 ms")
+    print("{:<11} {:<5} {:<8} {:>3} {:>5} {:>6} {:>6} {:>6} {:>7} {:>7} {:>7}".format(*head))
     for r in results:
-        print(f"{r['mode']:<8} {r['queries']:>7} {r['operations']:>5} {r['recall@5']:>9.3f} {r['mrr']:>6.3f} "
-              f"{r['p50_ms']:>7.2f} {r['p95_ms']:>7.2f} {r['build_s']:>7.1f}")
+        print(f"{r['api']:<11} {r['split']:<5} {r['mode']:<8} {r['queries']:>3} {r['operations']:>5} "
+              f"{r['recall@1']:>6.3f} {r['recall@5']:>6.3f} {r['mrr']:>6.3f} {r['ndcg@5']:>7.3f} "
+              f"{r['p50_ms']:>7.2f} {r['p95_ms']:>7.2f}")
         if args.misses:
             for m in r["misses"]:
-                print(f"   miss: {m['query']!r} want {m['expected']} rank={m['rank']} top={m['top']}")
+                print(f"   miss: {m['query']!r} want {m['relevant']} rank={m['rank']} top={m['top']}")
+    for mode in dict.fromkeys(r["mode"] for r in results):
+        rows = [r for r in results if r["mode"] == mode]
+        for label, split, only in (("dev, mean of APIs", "dev", False), ("test, mean of APIs", "test", False),
+                                   ("test, never-tuned APIs", "test", True)):
+            s = summary(rows, split, roles, only)
+            if s:
+                print(f"{mode:<8} {label:<24} R@1 {s['recall@1']:.3f}  R@5 {s['recall@5']:.3f}  "
+                      f"MRR {s['mrr']:.3f}  nDCG@5 {s['ndcg@5']:.3f}")
     return 0
 
 

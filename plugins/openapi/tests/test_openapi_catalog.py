@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 from mcpkit_openapi.catalog import SpecSource, build_catalog, parse_sources
+from mcpkit_openapi.spec import MAX_SPEC_BYTES
 
 
 def test_parse_sources_forms(tmp_path: Path) -> None:
@@ -79,3 +82,47 @@ def test_cache_is_keyed_by_content_hash(fixtures: Path, tmp_path: Path) -> None:
     entries[0].write_text("{not json")  # a corrupt entry is ignored, not fatal
     spec.write_text((fixtures / "petstore-3.0.yaml").read_text())
     assert build_catalog([SpecSource(spec)], cache).by_id["listPets"].summary == "List all pets"
+
+
+def _build_with_deadline(sources: list[SpecSource], seconds: float = 10.0, **kw: object):
+    """build_catalog in a thread, so a read that blocks (a FIFO) fails the test instead of hanging it."""
+    out: list = []
+    worker = threading.Thread(target=lambda: out.append(build_catalog(sources, **kw)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert out, f"build_catalog did not return within {seconds} s (blocked on a special file?)"
+    return out[0]
+
+
+def test_special_files_and_oversized_specs_are_refused(fixtures: Path, tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    fifo = tmp_path / "spec.fifo"
+    os.mkfifo(fifo)  # nobody ever writes to it: a blocking open would wait forever
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as fh:  # sparse: costs no disk, but its size is over the cap
+        fh.truncate(MAX_SPEC_BYTES + 1)
+    sources = [SpecSource(Path("/dev/zero")), SpecSource(fifo), SpecSource(tmp_path),
+               SpecSource(huge), SpecSource(fixtures / "petstore-3.0.yaml")]
+    with caplog.at_level(logging.ERROR, logger="mcpkit_openapi"):
+        cat = _build_with_deadline(sources)
+    assert [a.name for a in cat.apis] == ["pet-store"]  # the good spec is still served
+    assert len(cat.errors) == 4
+    assert "/dev/zero: is a character device, not a regular file" in cat.errors[0]
+    assert "is a FIFO (named pipe), not a regular file" in cat.errors[1]
+    assert "is a directory" in cat.errors[2]
+    assert "64.0 MiB; the limit is 64 MiB" in cat.errors[3]
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4 and all("\n" not in line and "Traceback" not in line for line in lines)
+
+
+def test_the_size_cap_is_a_setting(fixtures: Path, tmp_path: Path) -> None:
+    from mcpkit_openapi.engine import Engine, Settings, SettingsError
+
+    spec = fixtures / "shop-swagger-2.0.json"
+    tiny = spec.stat().st_size / 1048576 / 2
+    engine = Engine(Settings.from_config({"specs": [str(spec)], "max_spec_mb": tiny, "cache_dir": str(tmp_path)}))
+    assert engine.catalog.embedded_default is False and engine.catalog.operations == []
+    assert "the limit is" in engine.catalog.errors[0]
+    for bad in (0, -1, "64", True, 10_000):
+        with pytest.raises(SettingsError, match="max_spec_mb"):
+            Settings.from_config({"max_spec_mb": bad})

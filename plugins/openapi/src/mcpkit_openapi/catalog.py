@@ -13,7 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .spec import Operation, ParsedSpec, SpecError, load_operations, parse_document
+from .spec import (MAX_SPEC_BYTES, Operation, ParsedSpec, SpecError, load_operations, parse_document,
+                   read_spec_file)
 
 log = logging.getLogger("mcpkit_openapi")
 
@@ -142,7 +143,8 @@ def embedded_default_bytes() -> bytes:
     return resources.files(__package__).joinpath(DEFAULT_SPEC).read_bytes()
 
 
-def build_catalog(sources: list[SpecSource], cache_dir: Path | None = None) -> Catalog:
+def build_catalog(sources: list[SpecSource], cache_dir: Path | None = None,
+                  max_spec_bytes: int = MAX_SPEC_BYTES) -> Catalog:
     """Load every source (bad ones are logged and skipped); with no sources, the embedded demo.
 
     Operation ids are prefixed ``name:`` when more than one API is loaded.
@@ -155,10 +157,10 @@ def build_catalog(sources: list[SpecSource], cache_dir: Path | None = None) -> C
         loaded.append((SpecSource(Path(DEFAULT_SPEC), "demo"), key, parsed))
     for src in sources:
         try:
-            raw = src.path.read_bytes()
-        except OSError as exc:
-            errors.append(f"{src.path}: cannot read file: {exc.strerror or exc}")
-            log.error("openapi: skipping spec %s: cannot read file: %s", src.path, exc.strerror or exc)
+            raw = read_spec_file(src.path, max_spec_bytes)
+        except SpecError as exc:
+            errors.append(f"{src.path}: {exc}")
+            log.error("openapi: skipping spec %s: %s", src.path, exc)
             continue
         try:
             key, parsed = load_parsed(raw, src.path.name, cache_dir)

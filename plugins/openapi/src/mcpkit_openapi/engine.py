@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from .catalog import Catalog, SpecSource, build_catalog, parse_sources
-from .lexical import query_has_terms
+from .lexical import query_has_terms, summary_of
 from .ranking import MODES, Searcher, hybrid_available
-from .spec import Operation
+from .spec import MAX_SPEC_BYTES, Operation
 
 log = logging.getLogger("mcpkit_openapi")
 
-KNOWN_SETTINGS = {"specs", "cache_dir", "ranking", "timeout"}
+KNOWN_SETTINGS = {"specs", "cache_dir", "ranking", "timeout", "max_spec_mb"}
 DEFAULT_TIMEOUT = 5.0
 EMBEDDED_NOTE = (
     "No specs configured: these results come from the embedded demo issue-tracker API. "
@@ -50,6 +50,7 @@ class Settings:
     cache_dir: Path | None = None
     ranking: str = "lexical"
     timeout: float = DEFAULT_TIMEOUT
+    max_spec_bytes: int = MAX_SPEC_BYTES
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None, default_cache: Path | None = None) -> Settings:
@@ -77,7 +78,10 @@ class Settings:
         if cache is not None and not isinstance(cache, str):
             raise SettingsError(f"[plugins.openapi] cache_dir must be a path string, got {cache!r}")
         cache_dir = Path(cache).expanduser().absolute() if cache else default_cache
-        return cls(specs, cache_dir, ranking, float(timeout))
+        max_mb = config.get("max_spec_mb", MAX_SPEC_BYTES / 1048576)
+        if isinstance(max_mb, bool) or not isinstance(max_mb, (int, float)) or not 0 < max_mb <= 4096:
+            raise SettingsError(f"[plugins.openapi] max_spec_mb must be a number of MiB in (0, 4096], got {max_mb!r}")
+        return cls(specs, cache_dir, ranking, float(timeout), int(max_mb * 1048576))
 
 
 @dataclass
@@ -95,7 +99,7 @@ class Engine:
     def __init__(self, settings: Settings) -> None:
         t0 = time.perf_counter()
         self.settings = settings
-        self.catalog: Catalog = build_catalog(settings.specs, settings.cache_dir)
+        self.catalog: Catalog = build_catalog(settings.specs, settings.cache_dir, settings.max_spec_bytes)
         self.searcher = Searcher(self.catalog.operations, settings.ranking, settings.cache_dir)
         self.ids = [op.operation_id for op in self.catalog.operations]
         self._lower = {i.lower(): i for i in self.ids}
@@ -128,7 +132,7 @@ class Engine:
             hits = []
             for doc, score in results:
                 op = self.catalog.operations[doc]
-                hits.append(Hit(op.operation_id, op.summary, round(score, 4), op.method, op.path))
+                hits.append(Hit(op.operation_id, summary_of(op), round(score, 4), op.method, op.path))
         except Exception as exc:
             log.info("openapi: event=search_ids query=%s status=error error=%s latency_ms=%.2f",
                      _q(query), json.dumps(str(exc)), (time.perf_counter() - t0) * 1000)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .spec import Operation
-from .text import analyze, clean_prose, query_concepts, words
+from .text import analyze, clean_prose, lead_sentence, query_concepts, words
 
 METHOD_VERBS = {
     "GET": "get list read",
@@ -59,14 +59,39 @@ def operation_fields(op: Operation) -> dict[str, list[str]]:
     desc = clean_prose(op.description)[:DESCRIPTION_CHARS]
     return {
         "opid": [] if op.synthesized_id else analyze(opid),
-        "summary": analyze(op.summary),
+        "summary": analyze(summary_of(op)),
         "description": analyze(desc),
         "path": analyze(" ".join(static), keep_stop_words=True),  # keeps /users/me
         "params": analyze(" ".join(params)),
         "fields": analyze(" ".join(input_names(op))),
         "tags": analyze(" ".join(op.tags)),
-        "verb": analyze(METHOD_VERBS.get(op.method, op.method.lower())),
+        "verb": analyze(intent_words(op.method, op.path)),
     }
+
+
+def intent_words(method: str, path: str) -> str:
+    """What a caller means by an operation, from its method and the shape of its path.
+
+    ``GET /pets`` lists (a collection: the path ends in a static, plural-looking segment);
+    ``GET /pets/{id}`` gets one item; ``POST`` to a collection creates; an action segment after
+    an item (``POST /pulls/{n}/merge``) is left to the path field.
+    """
+    segments = [seg for seg in path.split("/") if seg]
+    last = segments[-1] if segments else ""
+    item = last.startswith("{")
+    if method == "GET":
+        if item:
+            return "get read"
+        return "list get" if last.endswith("s") or "list" in last.lower() else "get read"
+    if method == "POST":
+        after_item = len(segments) > 1 and segments[-2].startswith("{") and not item
+        return "create add" if not after_item or last.endswith("s") else "create"
+    return METHOD_VERBS.get(method, method.lower())
+
+
+def summary_of(op: Operation) -> str:
+    """The operation's summary, or the first sentence of its description when it has none."""
+    return op.summary or lead_sentence(op.description)
 
 
 def input_names(op: Operation) -> list[str]:

@@ -7,7 +7,7 @@ import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
-from .lexical import LexicalIndex
+from .lexical import LexicalIndex, summary_of
 from .spec import Operation
 
 MODES = ("lexical", "hybrid")
@@ -34,7 +34,7 @@ def embedding_text(op: Operation) -> str:
 
     opid = "" if op.synthesized_id else op.operation_id.split(":", 1)[-1]
     opid = split_identifier(opid).replace("/", " ").replace("-", " ").replace("_", " ")
-    parts = [op.summary or f"{op.method} {op.path}", opid, " ".join(op.tags)]
+    parts = [summary_of(op) or f"{op.method} {op.path}", opid, " ".join(op.tags)]
     return ". ".join(p for p in parts if p.strip())
 
 

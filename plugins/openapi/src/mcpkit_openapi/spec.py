@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,10 +240,57 @@ def _request_body(r: Resolver, raw_body: Any) -> dict[str, Any] | None:
     return out
 
 
-def load_spec_file(path: Path) -> tuple[bytes, ParsedSpec]:
-    """Read and parse one spec file; raises :class:`SpecError` with a readable reason."""
+# The largest spec file read. Real descriptions are far smaller (GitHub's, 1,223 operations, is
+# 13 MB); the cap keeps a mistaken path (a log, a disk image, /dev/zero) from filling memory.
+MAX_SPEC_BYTES = 64 * 1024 * 1024
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_spec_file(path: Path, max_bytes: int = MAX_SPEC_BYTES) -> bytes:
+    """The bytes of a spec file, refusing anything but a regular file of at most ``max_bytes``.
+
+    The file is opened non-blocking (a FIFO would otherwise wait for a writer forever) and
+    checked with ``fstat`` on the open descriptor, so a path swapped after a check is still
+    caught; the read stops one byte past the cap in case the file grows meanwhile.
+    """
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except IsADirectoryError:
+        raise SpecError("is a directory, not a spec file") from None
     except OSError as exc:
         raise SpecError(f"cannot read file: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SpecError(f"is {_kind(st.st_mode)}, not a regular file")
+        limit = f"the limit is {max_bytes / 1048576:g} MiB"
+        if st.st_size > max_bytes:
+            raise SpecError(f"is {st.st_size / 1048576:.1f} MiB; {limit}")
+        chunks, total = [], 0
+        while total <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > max_bytes:
+            raise SpecError(f"grew past {limit} while being read")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise SpecError(f"cannot read file: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def load_spec_file(path: Path, max_bytes: int = MAX_SPEC_BYTES) -> tuple[bytes, ParsedSpec]:
+    """Read and parse one spec file; raises :class:`SpecError` with a readable reason."""
+    raw = read_spec_file(path, max_bytes)
     return raw, load_operations(parse_document(raw, path.name))

@@ -43,6 +43,25 @@ def clean_prose(text: str) -> str:
     return _HTML.sub(" ", text)
 
 
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]`'\"])[.!?](?:\s|$)|\n\s*\n")
+LEAD_CHARS = 160
+
+
+def lead_sentence(description: str) -> str:
+    """The first sentence of a description, as a stand-in summary (at most ``LEAD_CHARS``).
+
+    Many real specs (Stripe's, Slack's, Kubernetes', most of Bitbucket's) have no ``summary``:
+    their one-line purpose is the description's opening sentence ("Creates a new issue.").
+    """
+    text = clean_prose(description).strip()
+    match = _SENTENCE_END.search(text)
+    lead = text[: match.start() + 1] if match else text
+    lead = " ".join(lead.split()).rstrip(".")
+    if len(lead) > LEAD_CHARS:
+        lead = lead[:LEAD_CHARS].rsplit(" ", 1)[0] + " ..."
+    return lead
+
+
 def words(text: str) -> list[str]:
     """Lower-case alphanumeric words after identifier splitting (``_``, ``-``, ``/`` separate)."""
     return _WORD.findall(split_identifier(text).lower())
