@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import os
 import signal
 import threading
 import time
@@ -22,7 +21,7 @@ import trio
 import mcpkit.client as mc
 
 from .http_helpers import INIT, HttpServer, modern_headers, sse_events, wait_until
-from .scaleout_fixtures import Cluster, RedisServer, Via
+from .scaleout_fixtures import Cluster, RedisServer
 from .scaleout_plugin import plugin_env
 from .test_tasks import meta
 
