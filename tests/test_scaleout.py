@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import os
 import signal
 import threading
 import time
@@ -313,3 +314,44 @@ def test_hostile_last_event_ids_get_a_stream_not_an_error(cluster: Cluster) -> N
         conn.close()
     log = cluster.servers[0].stderr.decode(errors="replace")
     assert "Traceback" not in log and "unexpected error" not in log
+
+
+def test_forked_workers_get_their_own_process_tag() -> None:
+    """Ids a process hands out (stream keys, server-request ids) and its bus messages carry a
+    tag; `--workers N` forks after the app is built, so each child must make its own."""
+    from mcpkit.server.redis_link import process_tag
+
+    parent = process_tag()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its tag and leave at once
+        os.write(write, process_tag().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.waitpid(pid, 0)
+    assert child and parent and child != parent and process_tag() == parent
+
+
+def test_forked_workers_share_sessions_through_redis(redis: RedisServer, env: dict[str, str]) -> None:
+    """`--workers 2 --state redis://…`: the app (and its Redis client) is built before the fork;
+    both workers serve one session, calls in parallel on fresh connections."""
+    with HttpServer("--plugin", "scaleout", "--state", redis.url, "--workers", "2", env=env) as srv:
+        sid = srv.initialize()
+        results: list[Any] = []
+
+        def call() -> None:
+            results.append(srv.rpc("tools/call", {"name": "where", "arguments": {}}, session=sid))
+
+        for _ in range(3):
+            threads = [threading.Thread(target=call) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(15)
+        assert len(results) == 24 and all(status == 200 and "result" in reply for status, _, reply in results)
+        pids = {reply["result"]["content"][0]["text"] for _, _, reply in results}
+        assert str(srv.proc.pid) not in pids  # the workers answered, not the supervisor
+        answer = srv.rpc("tools/call", {"name": "touch_tools", "arguments": {}}, session=sid)
+        assert answer[0] == 200
+        assert "Traceback" not in srv.stderr.decode(errors="replace")
