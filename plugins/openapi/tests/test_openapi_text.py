@@ -41,3 +41,12 @@ def test_query_concepts_synonyms_bigrams_and_negation() -> None:
     close = dict(query_concepts("close an issue"))
     assert stem("update") in close[stem("close")]  # state changes imply an update
     assert query_concepts("the of and") == []
+
+
+def test_adverbs_and_prose_phrases_meet_the_query_side() -> None:
+    assert stem("currently") == stem("current") and stem("partially") == stem("partial")
+    assert stem("only") != stem("on") and stem("assembly") != stem("assemble")
+    doc = analyze("Returns the currently logged in user.", phrases=True)
+    assert stem("authenticated") in doc and stem("current") in doc
+    assert [p for p, _ in query_concepts("who am I signed in as")][0] == stem("authenticated")
+    assert stem("update") not in analyze("returns up to 100 items", phrases=True)

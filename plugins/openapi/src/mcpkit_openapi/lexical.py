@@ -59,8 +59,8 @@ def operation_fields(op: Operation) -> dict[str, list[str]]:
     desc = clean_prose(op.description)[:DESCRIPTION_CHARS]
     return {
         "opid": [] if op.synthesized_id else analyze(opid),
-        "summary": analyze(summary_of(op)),
-        "description": analyze(desc),
+        "summary": analyze(summary_of(op), phrases=True),
+        "description": analyze(desc, phrases=True),
         "path": analyze(" ".join(static), keep_stop_words=True),  # keeps /users/me
         "params": analyze(" ".join(params)),
         "fields": analyze(" ".join(input_names(op))),

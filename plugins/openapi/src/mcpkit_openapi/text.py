@@ -74,6 +74,9 @@ def _has_vowel(s: str) -> bool:
     return any(c in _VOWELS for c in s)
 
 
+_ADVERB_ENDINGS = ("ally", "ently", "antly", "ously", "ively", "fully", "lessly", "ately")
+
+
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light English stemmer: plurals, -ed, -ing and a trailing -e.
@@ -92,6 +95,8 @@ def stem(word: str) -> str:
         w = w[:-2]
     elif w.endswith("s") and not w.endswith(("ss", "us", "is", "ous")):
         w = w[:-1]
+    if w.endswith(_ADVERB_ENDINGS):  # currently -> current, partially -> partial
+        w = w[:-2]
     for suffix in ("ing", "ed"):
         if w.endswith(suffix) and len(w) - len(suffix) >= 3 and _has_vowel(w[: -len(suffix)]):
             w = w[: -len(suffix)]
@@ -128,10 +133,15 @@ ABBREVIATIONS: dict[str, str] = {
 }
 
 
-def analyze(text: str, *, keep_stop_words: bool = False) -> list[str]:
-    """Text -> stemmed terms (stop words dropped unless asked to keep them)."""
+def analyze(text: str, *, keep_stop_words: bool = False, phrases: bool = False) -> list[str]:
+    """Text -> stemmed terms (stop words dropped unless asked to keep them).
+
+    With ``phrases``, the two-word expressions that read the same in prose and in a request
+    ("logged in", "turn off") are rewritten as the query side rewrites them, so the
+    description "Returns the currently logged in user" meets "who am I signed in as".
+    """
     out = []
-    for w in words(text):
+    for w in (_rewrite_bigrams(words(text), PROSE_BIGRAMS) if phrases else words(text)):
         if not keep_stop_words and w in STOP_WORDS:
             continue
         out.append(stem(ABBREVIATIONS.get(w, w)))
@@ -208,6 +218,12 @@ BIGRAMS: dict[tuple[str, str], tuple[str, ...]] = {
     ("get", "rid"): ("delete",), ("how", "many"): ("count",),
 }
 
+# The expressions above that mean the same in an API's prose (not "up to", "how many").
+PROSE_BIGRAMS: dict[tuple[str, str], tuple[str, ...]] = {
+    pair: out for pair, out in BIGRAMS.items()
+    if out[0] in ("disable", "enable", "authenticated", "setup", "register")
+}
+
 # Multi-word expansions for abbreviations (query side only): "pr" means "pull request".
 PHRASES: dict[str, tuple[str, ...]] = {
     "pr": ("pull", "request"),
@@ -238,12 +254,15 @@ def _build_synonyms() -> dict[str, dict[str, float]]:
 
 
 def _query_words(query: str) -> list[str]:
-    """Query words with two-word expressions and ``un``-prefixed verbs rewritten."""
-    raw = words(query)
+    """Query words with two-word expressions rewritten."""
+    return _rewrite_bigrams(words(query), BIGRAMS)
+
+
+def _rewrite_bigrams(raw: list[str], table: dict[tuple[str, str], tuple[str, ...]]) -> list[str]:
     out: list[str] = []
     i = 0
     while i < len(raw):
-        pair = BIGRAMS.get((raw[i], raw[i + 1])) if i + 1 < len(raw) else None
+        pair = table.get((raw[i], raw[i + 1])) if i + 1 < len(raw) else None
         if pair:
             out.extend(pair)
             i += 2
