@@ -84,6 +84,8 @@ def intent_words(method: str, path: str) -> str:
             return "get read"
         return "list get" if last.endswith("s") or "list" in last.lower() else "get read"
     if method == "POST":
+        if item:  # POST /customers/{id}: an update where an API uses POST for every write
+            return "update edit"
         after_item = len(segments) > 1 and segments[-2].startswith("{") and not item
         return "create add" if not after_item or last.endswith("s") else "create"
     return METHOD_VERBS.get(method, method.lower())
