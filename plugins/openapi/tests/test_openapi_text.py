@@ -50,3 +50,18 @@ def test_adverbs_and_prose_phrases_meet_the_query_side() -> None:
     assert stem("authenticated") in doc and stem("current") in doc
     assert [p for p, _ in query_concepts("who am I signed in as")][0] == stem("authenticated")
     assert stem("update") not in analyze("returns up to 100 items", phrases=True)
+
+
+def test_run_together_identifiers_split_on_the_specs_own_words() -> None:
+    from mcpkit_openapi.lexical import split_compounds
+
+    empty = {f: [] for f in ("opid", "summary", "description", "path", "params", "fields", "tags", "verb")}
+    docs = [
+        {**empty, "path": analyze("repositories pullrequests"), "summary": analyze("comment")},
+        {**empty, "opid": analyze("getPull"), "tags": analyze("request")},
+        {**empty, "path": analyze("comments")},
+    ]
+    splits = split_compounds(docs)
+    assert splits[stem("pullrequests")] == ("pull", stem("request"))
+    assert {"pull", stem("request")} <= set(docs[0]["path"])
+    assert stem("comments") not in splits  # "com" and "ment" are not words of these identifiers

@@ -120,6 +120,38 @@ def input_names(op: Operation) -> list[str]:
     return out
 
 
+COMPOUND_FIELDS = ("opid", "path", "params")
+COMPOUND_MIN = 7  # letters; shorter identifiers are rarely two words run together
+
+
+def split_compounds(docs: list[dict[str, list[str]]]) -> dict[str, tuple[str, str]]:
+    """Add the two words of run-together identifiers (``pullrequests``, ``statefulsets``,
+    ``repo_slug`` is already split) to the identifier fields, in place.
+
+    A term is split when both halves are terms this spec uses elsewhere, so the words come
+    from the spec itself; returns the splits made (for tests and inspection).
+    """
+    vocab: set[str] = set()  # words the spec's identifiers use on their own
+    for d in docs:
+        for f in (*COMPOUND_FIELDS, "tags", "fields"):
+            vocab.update(d[f])
+    splits: dict[str, tuple[str, str]] = {}
+    for term in sorted(vocab):
+        if len(term) < COMPOUND_MIN or not term.isalpha():
+            continue
+        for i in range(3, len(term) - 2):
+            head, tail = analyze(term[:i]), analyze(term[i:])
+            if len(head) == 1 and len(tail) == 1 and head[0] in vocab and tail[0] in vocab:
+                splits[term] = (head[0], tail[0])
+                break
+    if splits:
+        for d in docs:
+            for f in COMPOUND_FIELDS:
+                extra = [part for t in d[f] if t in splits for part in splits[t]]
+                d[f] = d[f] + extra
+    return splits
+
+
 class LexicalIndex:
     """Precomputed BM25F impacts: ``term -> {doc: impact}`` with impact <= idf(term)."""
 
@@ -129,6 +161,7 @@ class LexicalIndex:
         self.k1 = k1
         self.size = len(operations)
         docs = [operation_fields(op) for op in operations]
+        split_compounds(docs)
         avg = {f: (sum(len(d[f]) for d in docs) / max(1, len(docs))) or 1.0 for f in self.fields}
         df: Counter[str] = Counter()
         pseudo_tf: list[dict[str, float]] = []
