@@ -65,3 +65,16 @@ def test_run_together_identifiers_split_on_the_specs_own_words() -> None:
     assert splits[stem("pullrequests")] == ("pull", stem("request"))
     assert {"pull", stem("request")} <= set(docs[0]["path"])
     assert stem("comments") not in splits  # "com" and "ment" are not words of these identifiers
+
+
+def test_un_words_that_undo_a_spec_verb_also_mean_remove() -> None:
+    from mcpkit_openapi.lexical import mark_reversals
+
+    empty = {f: [] for f in ("opid", "summary", "description", "path", "params", "fields", "tags", "verb")}
+    docs = [{**empty, "opid": analyze("unstarRepo")}, {**empty, "opid": analyze("starRepo")},
+            {**empty, "summary": analyze("unless told otherwise")}]
+    assert mark_reversals(docs) == {"unstar"}
+    assert stem("remove") in docs[0]["opid"] and stem("remove") not in docs[1]["opid"] + docs[2]["summary"]
+    # query side: "unassign" reads as assign + remove even when the spec also spells "unassign"
+    concepts = dict(query_concepts("unassign a user", vocabulary={"assign": {}, "unassign": {}}))
+    assert stem("assign") in concepts["unassign"] and stem("remove") in concepts

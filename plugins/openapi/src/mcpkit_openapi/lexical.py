@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .spec import Operation
-from .text import analyze, clean_prose, lead_sentence, query_concepts, words
+from .text import analyze, clean_prose, lead_sentence, query_concepts, stem, words
 
 METHOD_VERBS = {
     "GET": "get list read",
@@ -152,6 +152,23 @@ def split_compounds(docs: list[dict[str, list[str]]]) -> dict[str, tuple[str, st
     return splits
 
 
+REVERSAL_FIELDS = ("opid", "summary", "path")
+
+
+def mark_reversals(docs: list[dict[str, list[str]]]) -> set[str]:
+    """Add ``remove`` next to un-words that undo a verb of the same spec (``unstar``,
+    ``unlock``, ``unassign``), in place, so "remove my star" finds the unstar operation."""
+    names = {t for d in docs for f in ("opid", "path") for t in d[f]}  # the spec's verbs and nouns
+    used = {t for d in docs for f in REVERSAL_FIELDS for t in d[f]}
+    undo = {t for t in used if t.startswith("un") and len(t) > 5 and t[2:] in names}
+    remove = stem("remove")
+    for d in docs:
+        for f in REVERSAL_FIELDS:
+            if any(t in undo for t in d[f]):
+                d[f] = d[f] + [remove]
+    return undo
+
+
 class LexicalIndex:
     """Precomputed BM25F impacts: ``term -> {doc: impact}`` with impact <= idf(term)."""
 
@@ -162,6 +179,7 @@ class LexicalIndex:
         self.size = len(operations)
         docs = [operation_fields(op) for op in operations]
         split_compounds(docs)
+        mark_reversals(docs)
         avg = {f: (sum(len(d[f]) for d in docs) / max(1, len(docs))) or 1.0 for f in self.fields}
         df: Counter[str] = Counter()
         pseudo_tf: list[dict[str, float]] = []

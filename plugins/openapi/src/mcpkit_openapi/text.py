@@ -290,7 +290,7 @@ def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) 
         if w in STOP_WORDS:
             continue
         w = ABBREVIATIONS.get(w, w)
-        negated = w.startswith("un") and len(w) > 5 and stem(w) not in vocabulary
+        negated = w.startswith("un") and len(w) > 5 and (stem(w) not in vocabulary or stem(w[2:]) in vocabulary)
         for part in PHRASES.get(w, (w,)):
             term = stem(part)
             if term in seen:
