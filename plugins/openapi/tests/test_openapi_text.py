@@ -78,3 +78,13 @@ def test_un_words_that_undo_a_spec_verb_also_mean_remove() -> None:
     # query side: "unassign" reads as assign + remove even when the spec also spells "unassign"
     concepts = dict(query_concepts("unassign a user", vocabulary={"assign": {}, "unassign": {}}))
     assert stem("assign") in concepts["unassign"] and stem("remove") in concepts
+
+
+def test_intent_from_method_and_path_shape() -> None:
+    from mcpkit_openapi.lexical import intent_words
+
+    assert intent_words("GET", "/repos/{owner}/issues") == "list get"
+    assert intent_words("POST", "/v1/customers/{customer}") == "update edit"  # POST-only APIs
+    assert intent_words("POST", "/v1/customers") == "create add"
+    assert intent_words("POST", "/chat.delete") == ""  # RPC style: the name carries the intent
+    assert intent_words("GET", "/conversations.list") == ""

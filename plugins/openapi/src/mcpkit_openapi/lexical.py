@@ -74,11 +74,16 @@ def intent_words(method: str, path: str) -> str:
 
     ``GET /pets`` lists (a collection: the path ends in a static, plural-looking segment);
     ``GET /pets/{id}`` gets one item; ``POST`` to a collection creates; an action segment after
-    an item (``POST /pulls/{n}/merge``) is left to the path field.
+    an item (``POST /pulls/{n}/merge``) is left to the path field. An RPC-style path
+    (``POST /chat.delete``) has no intent from its method.
     """
     segments = [seg for seg in path.split("/") if seg]
     last = segments[-1] if segments else ""
     item = last.startswith("{")
+    if "." in last.strip(".") and not item:
+        # RPC style (/chat.postMessage, /conversations.list): the name says what the call
+        # does, and the method is whatever the API uses for every read or every write
+        return ""
     if method == "GET":
         if item:
             return "get read"
