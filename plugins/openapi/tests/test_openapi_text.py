@@ -88,3 +88,15 @@ def test_intent_from_method_and_path_shape() -> None:
     assert intent_words("POST", "/v1/customers") == "create add"
     assert intent_words("POST", "/chat.delete") == ""  # RPC style: the name carries the intent
     assert intent_words("GET", "/conversations.list") == ""
+
+
+def test_a_rare_synonym_never_outweighs_the_word_the_user_said() -> None:
+    from mcpkit_openapi.lexical import LexicalIndex
+    from mcpkit_openapi.spec import Operation
+
+    ops = [Operation(f"things/create-{i}", "POST", f"/things{i}", summary=f"Create a thing {i}") for i in range(30)]
+    ops.append(Operation("repos/create", "POST", "/repos", summary="Create a repository"))
+    ops.append(Operation("repos/get-setup", "GET", "/repos/{repo}/setup", summary="Get the setup of a repository"))
+    index = LexicalIndex(ops)
+    top = [ops[doc].operation_id for doc, _ in index.search("create a repository", 2)]
+    assert top[0] == "repos/create"

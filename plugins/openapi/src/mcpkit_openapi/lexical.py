@@ -219,6 +219,10 @@ class LexicalIndex:
                 postings = self.postings.get(term)
                 if not postings:
                     continue
+                if term != primary:
+                    # a rarer synonym must not outweigh the word the user said: "create"
+                    # is common, "setup" rare, and get-setup is no answer to "create a repo"
+                    weight *= min(1.0, concept_max / self.idf[term])
                 concept_max = max(concept_max, weight * self.idf[term])
                 for doc, impact in postings.items():
                     value = impact * weight
