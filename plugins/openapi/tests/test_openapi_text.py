@@ -100,3 +100,11 @@ def test_a_rare_synonym_never_outweighs_the_word_the_user_said() -> None:
     index = LexicalIndex(ops)
     top = [ops[doc].operation_id for doc, _ in index.search("create a repository", 2)]
     assert top[0] == "repos/create"
+
+
+def test_words_of_one_synonym_group_make_one_concept() -> None:
+    concepts = query_concepts("look up a user's profile by their login")
+    merged = [alts for _, alts in concepts if stem("user") in alts]
+    assert len(merged) == 1  # a doc saying "profile" is not counted three times
+    assert merged[0][stem("profile")] == merged[0][stem("login")] == 1.0
+    assert stem("subscription") == stem("subscribe") and stem("description") == stem("describe")

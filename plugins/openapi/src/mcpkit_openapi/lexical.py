@@ -219,7 +219,7 @@ class LexicalIndex:
                 postings = self.postings.get(term)
                 if not postings:
                     continue
-                if term != primary:
+                if weight < 1.0:
                     # a rarer synonym must not outweigh the word the user said: "create"
                     # is common, "setup" rare, and get-setup is no answer to "create a repo"
                     weight *= min(1.0, concept_max / self.idf[term])

@@ -298,6 +298,12 @@ def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) 
             if term in seen:
                 continue
             seen.add(term)
+            same = next((a for _, a in concepts if a.get(term) == SYNONYM_WEIGHT), None)
+            if same is not None:  # "look up a user's profile": user and profile are one concept
+                same[term] = 1.0
+                for syn, weight in SYNONYMS.get(term, {}).items():
+                    same.setdefault(syn, weight)
+                continue
             alts = {term: 1.0}
             if negated:  # "unassign" -> "assign" (+ a "remove" concept below)
                 alts[stem(w[2:])] = NEGATED_WEIGHT
