@@ -214,7 +214,8 @@ class LexicalIndex:
         ideal = 0.0
         for primary, alts in query_concepts(query, self.postings):
             best: dict[int, float] = {}
-            concept_max = self.idf.get(primary, self.unseen_idf)
+            # the words the user said (the primary, and words of the same synonym group)
+            concept_max = max(self.idf.get(t, self.unseen_idf) for t, w in alts.items() if w >= 1.0 or t == primary)
             for term, weight in alts.items():
                 postings = self.postings.get(term)
                 if not postings:
@@ -223,7 +224,6 @@ class LexicalIndex:
                     # a rarer synonym must not outweigh the word the user said: "create"
                     # is common, "setup" rare, and get-setup is no answer to "create a repo"
                     weight *= min(1.0, concept_max / self.idf[term])
-                concept_max = max(concept_max, weight * self.idf[term])
                 for doc, impact in postings.items():
                     value = impact * weight
                     if value > best.get(doc, 0.0):
