@@ -36,8 +36,11 @@ def embedding_text(op: Operation) -> str:
     (descriptions are long and noisy and measured worse)."""
     from .text import split_identifier
 
-    opid = "" if op.synthesized_id else op.operation_id.split(":", 1)[-1]
-    opid = split_identifier(opid).replace("/", " ").replace("-", " ").replace("_", " ")
+    if op.synthesized_id:  # no operationId: the path's own words name the operation
+        opid = " ".join(seg for seg in op.path.split("/") if seg and not seg.startswith("{"))
+    else:
+        opid = op.operation_id.split(":", 1)[-1]
+    opid = split_identifier(opid).replace("/", " ").replace("-", " ").replace("_", " ").replace(".", " ")
     parts = [summary_of(op) or f"{op.method} {op.path}", opid, " ".join(op.tags)]
     return ". ".join(p for p in parts if p.strip())
 
