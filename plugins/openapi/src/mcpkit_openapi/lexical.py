@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .spec import Operation
-from .text import analyze, clean_prose, lead_sentence, query_concepts, stem, words
+from .text import ABBREVIATIONS, STOP_WORDS, analyze, clean_prose, lead_sentence, query_concepts, stem, words
 
 METHOD_VERBS = {
     "GET": "get list read",
@@ -129,6 +129,11 @@ COMPOUND_FIELDS = ("opid", "path", "params")
 COMPOUND_MIN = 7  # letters; shorter identifiers are rarely two words run together
 
 
+def _word_term(word: str) -> str | None:
+    """What :func:`analyze` makes of one lower-case word (None for a stop word)."""
+    return None if word in STOP_WORDS else stem(ABBREVIATIONS.get(word, word))
+
+
 def split_compounds(docs: list[dict[str, list[str]]]) -> dict[str, tuple[str, str]]:
     """Add the two words of run-together identifiers (``pullrequests``, ``statefulsets``,
     ``repo_slug`` is already split) to the identifier fields, in place.
@@ -145,9 +150,12 @@ def split_compounds(docs: list[dict[str, list[str]]]) -> dict[str, tuple[str, st
         if len(term) < COMPOUND_MIN or not term.isalpha():
             continue
         for i in range(3, len(term) - 2):
-            head, tail = analyze(term[:i]), analyze(term[i:])
-            if len(head) == 1 and len(tail) == 1 and head[0] in vocab and tail[0] in vocab:
-                splits[term] = (head[0], tail[0])
+            head = _word_term(term[:i])
+            if head is None or head not in vocab:
+                continue
+            tail = _word_term(term[i:])
+            if tail is not None and tail in vocab:
+                splits[term] = (head, tail)
                 break
     if splits:
         for d in docs:

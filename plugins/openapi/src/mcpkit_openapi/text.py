@@ -226,6 +226,8 @@ PROSE_BIGRAMS: dict[tuple[str, str], tuple[str, ...]] = {
     if out[0] in ("disable", "enable", "authenticated", "setup", "register")
 }
 
+_PROSE_FIRST = frozenset(first for first, _ in PROSE_BIGRAMS)
+
 # Multi-word expansions for abbreviations (query side only): "pr" means "pull request".
 PHRASES: dict[str, tuple[str, ...]] = {
     "pr": ("pull", "request"),
@@ -261,6 +263,8 @@ def _query_words(query: str) -> list[str]:
 
 
 def _rewrite_bigrams(raw: list[str], table: dict[tuple[str, str], tuple[str, ...]]) -> list[str]:
+    if table is PROSE_BIGRAMS and _PROSE_FIRST.isdisjoint(raw):  # most descriptions: nothing to do
+        return raw
     out: list[str] = []
     i = 0
     while i < len(raw):
