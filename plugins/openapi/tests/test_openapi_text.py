@@ -108,3 +108,10 @@ def test_words_of_one_synonym_group_make_one_concept() -> None:
     assert len(merged) == 1  # a doc saying "profile" is not counted three times
     assert merged[0][stem("profile")] == merged[0][stem("login")] == 1.0
     assert stem("subscription") == stem("subscribe") and stem("description") == stem("describe")
+
+
+def test_a_plural_object_asks_lightly_for_a_collection() -> None:
+    plural = dict(query_concepts("show open issues in the repo"))
+    assert plural[stem("list")] == {stem("list"): 0.3}
+    for query in ("close the issue", "check the status", "grant access"):
+        assert stem("list") not in dict(query_concepts(query)), query

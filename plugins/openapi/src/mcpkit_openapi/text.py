@@ -280,6 +280,11 @@ def _rewrite_bigrams(raw: list[str], table: dict[tuple[str, str], tuple[str, ...
     return out
 
 
+def _is_plural(word: str) -> bool:
+    """A plural noun ("issues", "repos"), not "status" or "access"."""
+    return len(word) > 3 and word.endswith("s") and not word.endswith("ss") and stem(word) != word
+
+
 def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) -> list[tuple[str, dict[str, float]]]:
     """Split a query into concepts, each a primary term plus weighted alternatives.
 
@@ -288,13 +293,14 @@ def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) 
     """
     concepts: list[tuple[str, dict[str, float]]] = []
     seen: set[str] = set()
-    self_ref = False
+    self_ref = plural = False
     for w in _query_words(query):
         if w in _SELF_WORDS:
             self_ref = True
             continue
         if w in STOP_WORDS:
             continue
+        plural = plural or _is_plural(w)
         w = ABBREVIATIONS.get(w, w)
         negated = w.startswith("un") and len(w) > 5 and (stem(w) not in vocabulary or stem(w[2:]) in vocabulary)
         for part in PHRASES.get(w, (w,)):
@@ -319,6 +325,9 @@ def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) 
             seen.add(remove)
             alts = {s: NEGATED_WEIGHT * w for s, w in SYNONYMS[remove].items()}
             concepts.append((remove, {**alts, remove: NEGATED_WEIGHT}))
+    listing = stem("list")
+    if plural and listing not in seen:  # "open issues in the repo": a collection is wanted
+        concepts.append((listing, {listing: PLURAL_WEIGHT}))
     if self_ref and SELF_TERMS[0] not in seen:
         concepts.append((SELF_TERMS[0], {t: SELF_WEIGHT for t in SELF_TERMS}))
     return concepts
@@ -326,5 +335,6 @@ def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) 
 
 SYNONYM_WEIGHT = 0.5
 SELF_WEIGHT = 0.35
+PLURAL_WEIGHT = 0.3
 NEGATED_WEIGHT = 0.8
 SYNONYMS: dict[str, dict[str, float]] = _build_synonyms()
