@@ -115,3 +115,8 @@ def test_a_plural_object_asks_lightly_for_a_collection() -> None:
     assert plural[stem("list")] == {stem("list"): 0.3}
     for query in ("close the issue", "check the status", "grant access"):
         assert stem("list") not in dict(query_concepts(query)), query
+
+
+def test_possessive_and_contraction_letters_are_not_terms() -> None:
+    assert analyze("the user's profile; don't") == analyze("user profile don")
+    assert [p for p, _ in query_concepts("a user's repository")] == [stem("user"), stem("repository")]
