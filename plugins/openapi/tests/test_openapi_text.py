@@ -120,3 +120,9 @@ def test_a_plural_object_asks_lightly_for_a_collection() -> None:
 def test_possessive_and_contraction_letters_are_not_terms() -> None:
     assert analyze("the user's profile; don't") == analyze("user profile don")
     assert [p for p, _ in query_concepts("a user's repository")] == [stem("user"), stem("repository")]
+
+
+def test_an_un_word_is_a_removal_only_where_it_leads_the_task() -> None:
+    vocabulary = {"read": {}, "unread": {}}
+    assert stem("remove") not in dict(query_concepts("check my unread notifications", vocabulary))
+    assert stem("remove") in dict(query_concepts("unread this thread", vocabulary))

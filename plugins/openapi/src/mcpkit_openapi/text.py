@@ -302,7 +302,9 @@ def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) 
             continue
         plural = plural or _is_plural(w)
         w = ABBREVIATIONS.get(w, w)
-        negated = w.startswith("un") and len(w) > 5 and (stem(w) not in vocabulary or stem(w[2:]) in vocabulary)
+        # an un-verb leads a task ("unassign a user"); elsewhere it is a state ("my unread mail")
+        negated = (not concepts and w.startswith("un") and len(w) > 5
+                   and (stem(w) not in vocabulary or stem(w[2:]) in vocabulary))
         for part in PHRASES.get(w, (w,)):
             term = stem(part)
             if term in seen:
