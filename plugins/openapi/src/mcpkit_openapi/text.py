@@ -23,7 +23,8 @@ STOP_WORDS = frozenset(
     might must am i me my mine myself we our us you your he she they them their there here which
     what who whom whose when where why how so than then too very just also only please want
     need needs some any each per via using use used about over under up out off if else
-    let lets someone somebody something thing things one ones s t""".split()
+    let lets someone somebody something thing things one ones s t have has had another every
+    everyone everything anybody anyone nobody""".split()
 )
 
 # Words that carry the *who* of an API call ("my repos", "me") rather than the *what*. They are
