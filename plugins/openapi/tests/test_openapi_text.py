@@ -126,3 +126,8 @@ def test_an_un_word_is_a_removal_only_where_it_leads_the_task() -> None:
     vocabulary = {"read": {}, "unread": {}}
     assert stem("remove") not in dict(query_concepts("check my unread notifications", vocabulary))
     assert stem("remove") in dict(query_concepts("unread this thread", vocabulary))
+
+
+def test_numbers_in_a_query_are_values_not_search_words() -> None:
+    assert [p for p, _ in query_concepts("close issue 12")] == [stem("close"), stem("issue")]
+    assert [p for p, _ in query_concepts("enable 2fa")][-2:] == ["two", "factor"]

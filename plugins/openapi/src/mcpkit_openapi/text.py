@@ -299,7 +299,7 @@ def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) 
         if w in _SELF_WORDS:
             self_ref = True
             continue
-        if w in STOP_WORDS:
+        if w in STOP_WORDS or w.isdigit():  # "issue 12", "$20": a value, not a search word
             continue
         plural = plural or _is_plural(w)
         w = ABBREVIATIONS.get(w, w)
