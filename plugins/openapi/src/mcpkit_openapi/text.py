@@ -23,7 +23,8 @@ STOP_WORDS = frozenset(
     might must am i me my mine myself we our us you your he she they them their there here which
     what who whom whose when where why how so than then too very just also only please want
     need needs some any each per via using use used about over under up out off if else
-    let lets someone somebody something thing things one ones""".split()
+    let lets someone somebody something thing things one ones s t have has had another every
+    everyone everything anybody anyone nobody""".split()
 )
 
 # Words that carry the *who* of an API call ("my repos", "me") rather than the *what*. They are
@@ -74,6 +75,9 @@ def _has_vowel(s: str) -> bool:
     return any(c in _VOWELS for c in s)
 
 
+_ADVERB_ENDINGS = ("ally", "ently", "antly", "ously", "ively", "fully", "lessly", "ately")
+
+
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light English stemmer: plurals, -ed, -ing and a trailing -e.
@@ -92,6 +96,8 @@ def stem(word: str) -> str:
         w = w[:-2]
     elif w.endswith("s") and not w.endswith(("ss", "us", "is", "ous")):
         w = w[:-1]
+    if w.endswith(_ADVERB_ENDINGS):  # currently -> current, partially -> partial
+        w = w[:-2]
     for suffix in ("ing", "ed"):
         if w.endswith(suffix) and len(w) - len(suffix) >= 3 and _has_vowel(w[: -len(suffix)]):
             w = w[: -len(suffix)]
@@ -100,6 +106,8 @@ def stem(word: str) -> str:
             break
     if w.endswith("ee") and len(w) - 2 >= 5:  # assignee -> assign
         w = w[:-2]
+    elif w.endswith("ription"):  # subscription -> subscrib(e), description -> describ(e)
+        w = w[:-5] + "b"
     elif w.endswith("ion") and len(w) >= 7 and w[-4] in "ts":  # protection -> protect
         w = w[:-3]
     elif w.endswith("ment") and len(w) - 4 >= 5:  # deployment -> deploy
@@ -128,10 +136,15 @@ ABBREVIATIONS: dict[str, str] = {
 }
 
 
-def analyze(text: str, *, keep_stop_words: bool = False) -> list[str]:
-    """Text -> stemmed terms (stop words dropped unless asked to keep them)."""
+def analyze(text: str, *, keep_stop_words: bool = False, phrases: bool = False) -> list[str]:
+    """Text -> stemmed terms (stop words dropped unless asked to keep them).
+
+    With ``phrases``, the two-word expressions that read the same in prose and in a request
+    ("logged in", "turn off") are rewritten as the query side rewrites them, so the
+    description "Returns the currently logged in user" meets "who am I signed in as".
+    """
     out = []
-    for w in words(text):
+    for w in (_rewrite_bigrams(words(text), PROSE_BIGRAMS) if phrases else words(text)):
         if not keep_stop_words and w in STOP_WORDS:
             continue
         out.append(stem(ABBREVIATIONS.get(w, w)))
@@ -208,6 +221,14 @@ BIGRAMS: dict[tuple[str, str], tuple[str, ...]] = {
     ("get", "rid"): ("delete",), ("how", "many"): ("count",),
 }
 
+# The expressions above that mean the same in an API's prose (not "up to", "how many").
+PROSE_BIGRAMS: dict[tuple[str, str], tuple[str, ...]] = {
+    pair: out for pair, out in BIGRAMS.items()
+    if out[0] in ("disable", "enable", "authenticated", "setup", "register")
+}
+
+_PROSE_FIRST = frozenset(first for first, _ in PROSE_BIGRAMS)
+
 # Multi-word expansions for abbreviations (query side only): "pr" means "pull request".
 PHRASES: dict[str, tuple[str, ...]] = {
     "pr": ("pull", "request"),
@@ -238,12 +259,17 @@ def _build_synonyms() -> dict[str, dict[str, float]]:
 
 
 def _query_words(query: str) -> list[str]:
-    """Query words with two-word expressions and ``un``-prefixed verbs rewritten."""
-    raw = words(query)
+    """Query words with two-word expressions rewritten."""
+    return _rewrite_bigrams(words(query), BIGRAMS)
+
+
+def _rewrite_bigrams(raw: list[str], table: dict[tuple[str, str], tuple[str, ...]]) -> list[str]:
+    if table is PROSE_BIGRAMS and _PROSE_FIRST.isdisjoint(raw):  # most descriptions: nothing to do
+        return raw
     out: list[str] = []
     i = 0
     while i < len(raw):
-        pair = BIGRAMS.get((raw[i], raw[i + 1])) if i + 1 < len(raw) else None
+        pair = table.get((raw[i], raw[i + 1])) if i + 1 < len(raw) else None
         if pair:
             out.extend(pair)
             i += 2
@@ -255,6 +281,11 @@ def _query_words(query: str) -> list[str]:
     return out
 
 
+def _is_plural(word: str) -> bool:
+    """A plural noun ("issues", "repos"), not "status" or "access"."""
+    return len(word) > 3 and word.endswith("s") and not word.endswith("ss") and stem(word) != word
+
+
 def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) -> list[tuple[str, dict[str, float]]]:
     """Split a query into concepts, each a primary term plus weighted alternatives.
 
@@ -263,20 +294,29 @@ def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) 
     """
     concepts: list[tuple[str, dict[str, float]]] = []
     seen: set[str] = set()
-    self_ref = False
+    self_ref = plural = False
     for w in _query_words(query):
         if w in _SELF_WORDS:
             self_ref = True
             continue
-        if w in STOP_WORDS:
+        if w in STOP_WORDS or w.isdigit():  # "issue 12", "$20": a value, not a search word
             continue
+        plural = plural or _is_plural(w)
         w = ABBREVIATIONS.get(w, w)
-        negated = w.startswith("un") and len(w) > 5 and stem(w) not in vocabulary
+        # an un-verb leads a task ("unassign a user"); elsewhere it is a state ("my unread mail")
+        negated = (not concepts and w.startswith("un") and len(w) > 5
+                   and (stem(w) not in vocabulary or stem(w[2:]) in vocabulary))
         for part in PHRASES.get(w, (w,)):
             term = stem(part)
             if term in seen:
                 continue
             seen.add(term)
+            same = next((a for _, a in concepts if a.get(term) == SYNONYM_WEIGHT), None)
+            if same is not None:  # "look up a user's profile": user and profile are one concept
+                same[term] = 1.0
+                for syn, weight in SYNONYMS.get(term, {}).items():
+                    same.setdefault(syn, weight)
+                continue
             alts = {term: 1.0}
             if negated:  # "unassign" -> "assign" (+ a "remove" concept below)
                 alts[stem(w[2:])] = NEGATED_WEIGHT
@@ -288,6 +328,9 @@ def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) 
             seen.add(remove)
             alts = {s: NEGATED_WEIGHT * w for s, w in SYNONYMS[remove].items()}
             concepts.append((remove, {**alts, remove: NEGATED_WEIGHT}))
+    listing = stem("list")
+    if plural and listing not in seen:  # "open issues in the repo": a collection is wanted
+        concepts.append((listing, {listing: PLURAL_WEIGHT}))
     if self_ref and SELF_TERMS[0] not in seen:
         concepts.append((SELF_TERMS[0], {t: SELF_WEIGHT for t in SELF_TERMS}))
     return concepts
@@ -295,5 +338,6 @@ def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) 
 
 SYNONYM_WEIGHT = 0.5
 SELF_WEIGHT = 0.35
+PLURAL_WEIGHT = 0.3
 NEGATED_WEIGHT = 0.8
 SYNONYMS: dict[str, dict[str, float]] = _build_synonyms()
