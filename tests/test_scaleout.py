@@ -355,3 +355,26 @@ def test_forked_workers_share_sessions_through_redis(redis: RedisServer, env: di
         answer = srv.rpc("tools/call", {"name": "touch_tools", "arguments": {}}, session=sid)
         assert answer[0] == 200
         assert "Traceback" not in srv.stderr.decode(errors="replace")
+
+
+def test_subscriptions_listen_gets_changes_raised_on_another_process(cluster: Cluster) -> None:
+    """Stateless era: a `subscriptions/listen` stream held by one process hears a list change
+    and a resource update raised by a call on another."""
+    first, second = (f"http://127.0.0.1:{s.port}/mcp" for s in cluster.servers[:2])
+
+    async def run() -> list[tuple[str, Any]]:
+        got: list[tuple[str, Any]] = []
+        async with mc.connect(first, mode="stateless") as listener, mc.connect(second, mode="stateless") as caller:
+            async with listener.listen(tools=True, resource_uris=["tick://42"]) as notes:
+                await trio.sleep(0.5)  # the listen stream is open
+                await caller.call_tool("touch_tools")
+                await caller.call_tool("bump", {"n": 42})
+                with trio.move_on_after(10):
+                    async for note in notes:
+                        if note.method in ("notifications/tools/list_changed", "notifications/resources/updated"):
+                            got.append((note.method, note.params.get("uri")))
+                            if len(got) == 2:
+                                break
+        return got
+
+    assert trio.run(run) == [("notifications/tools/list_changed", None), ("notifications/resources/updated", "tick://42")]
