@@ -60,7 +60,7 @@ def results(request: pytest.FixtureRequest, evaluate: ModuleType) -> dict[tuple[
 
 def test_query_sets_are_well_formed(evaluate: ModuleType) -> None:
     sets = evaluate.query_sets()
-    assert {s.api for s in sets} >= {"github", "bitbucket", "stripe", "slack", "kubernetes"}
+    assert {s.api for s in sets} >= {"github", "bitbucket", "stripe", "slack", "kubernetes", "bluesky", "kubevirt"}
     for qs in sets:
         assert qs.queries and len({q["query"] for q in qs.queries}) == len(qs.queries), qs.api
         for q in qs.queries:
@@ -69,6 +69,8 @@ def test_query_sets_are_well_formed(evaluate: ModuleType) -> None:
             assert 2 in q["relevant"].values(), f"{qs.api}: {q['query']!r} has no fully relevant id"
         if qs.role == "test-only":
             assert all(q["split"] == "test" for q in qs.queries), qs.api
+        elif qs.role == "dev-only":
+            assert all(q["split"] == "dev" for q in qs.queries), qs.api
         else:
             assert qs.api == "github" or {q["split"] for q in qs.queries} == {"dev", "test"}
 
