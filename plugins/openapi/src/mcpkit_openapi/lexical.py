@@ -56,7 +56,7 @@ def operation_fields(op: Operation) -> dict[str, list[str]]:
     static, params = [], []
     for seg in op.path.split("/"):
         (params if seg.startswith("{") else static).append(seg)
-    desc = clean_prose(op.description)[:DESCRIPTION_CHARS]
+    desc = clean_prose(op.own_text)[:DESCRIPTION_CHARS]
     return {
         "opid": [] if op.synthesized_id else analyze(opid),
         "summary": analyze(summary_of(op), phrases=True),
@@ -98,7 +98,7 @@ def intent_words(method: str, path: str) -> str:
 
 def summary_of(op: Operation) -> str:
     """The operation's summary, or the first sentence of its description when it has none."""
-    return op.summary or lead_sentence(op.description)
+    return op.summary or lead_sentence(op.own_text)
 
 
 def input_names(op: Operation) -> list[str]:
