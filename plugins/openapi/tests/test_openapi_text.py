@@ -131,3 +131,22 @@ def test_an_un_word_is_a_removal_only_where_it_leads_the_task() -> None:
 def test_numbers_in_a_query_are_values_not_search_words() -> None:
     assert [p for p, _ in query_concepts("close issue 12")] == [stem("close"), stem("issue")]
     assert [p for p, _ in query_concepts("enable 2fa")][-2:] == ["two", "factor"]
+
+
+def test_initials_of_the_specs_compound_names_are_spelled_out() -> None:
+    from mcpkit_openapi.lexical import LexicalIndex
+    from mcpkit_openapi.spec import Operation
+
+    ops = [Operation("listNamespacedVirtualMachine", "GET", "/vms", description="All of them."),
+           Operation("startVirtualMachine", "PUT", "/vms/{name}/start"),
+           Operation("readPersistentVolumeClaim", "GET", "/pvcs/{name}", description="All claims."),
+           Operation("listAccountLoginLinks", "GET", "/links", description="All links."),
+           Operation("createAccountLoginLink", "POST", "/links", description="Makes one, all done.")]
+    index = LexicalIndex(ops)
+    assert index.acronyms["vm"] == ("virtual", "machine")
+    assert "pvc" not in index.acronyms  # one operation is not a pattern
+    assert "all" not in index.acronyms  # a word the spec's prose uses is not spelled out
+    best = index.search("start my VM", 5)[0][0]
+    assert ops[best].operation_id == "startVirtualMachine"
+    concepts = [c for c, _ in query_concepts("stop the VMs", {}, index.acronyms)]
+    assert concepts[:3] == ["stop", "virtual", "machin"] and "list" in concepts  # plural

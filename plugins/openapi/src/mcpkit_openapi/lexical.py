@@ -14,6 +14,7 @@ its primary word gives a similarity in [0, 1] that is comparable across queries.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -182,6 +183,48 @@ def mark_reversals(docs: list[dict[str, list[str]]]) -> set[str]:
     return undo
 
 
+ACRONYM_MAX_SHARE = 0.01
+_COMPOUND_NAME = re.compile(r"(?:[A-Z][a-z]+){2,}")
+_NAME_WORD = re.compile(r"[A-Z][a-z]+")
+
+
+def acronyms(operations: Sequence[Operation]) -> dict[str, tuple[str, ...]]:
+    """Initials of the compound names in the spec's operationIds -> their words.
+
+    ``listNamespacedVirtualMachineInstance`` makes ``vm`` -> (virtual, machine) and ``vmi`` ->
+    (virtual, machine, instance); Kubernetes' ``PersistentVolumeClaim`` makes ``pvc``. An
+    initialism counts when two operations use it; when several compounds share one, the one
+    most operations use wins, and a tie drops it. Initials that are already a word of
+    the spec (``set``, ``pod``) are left alone, so only unknown query words are spelled out.
+    """
+    counts: Counter[tuple[str, ...]] = Counter()
+    vocab: set[str] = set()
+    for op in operations:
+        if op.synthesized_id:
+            continue
+        vocab.update(words(op.operation_id))
+        found: set[tuple[str, ...]] = set()
+        for run in _COMPOUND_NAME.findall(op.operation_id):
+            names = [w.lower() for w in _NAME_WORD.findall(run)]
+            for size in range(2, min(4, len(names)) + 1):
+                for i in range(len(names) - size + 1):
+                    found.add(tuple(names[i:i + size]))
+        counts.update(found)
+    best: dict[str, tuple[int, tuple[str, ...] | None]] = {}
+    for names, n in sorted(counts.items()):
+        if n < 2:
+            continue
+        key = "".join(w[0] for w in names)
+        if key in STOP_WORDS or key in vocab:
+            continue
+        held = best.get(key)
+        if held is None or n > held[0]:
+            best[key] = (n, names)
+        elif n == held[0]:
+            best[key] = (n, None)
+    return {k: names for k, (n, names) in best.items() if names is not None}
+
+
 class LexicalIndex:
     """Precomputed BM25F impacts: ``term -> {doc: impact}`` with impact <= idf(term)."""
 
@@ -193,6 +236,7 @@ class LexicalIndex:
         docs = [operation_fields(op) for op in operations]
         split_compounds(docs)
         mark_reversals(docs)
+        found = acronyms(operations)
         avg = {f: (sum(len(d[f]) for d in docs) / max(1, len(docs))) or 1.0 for f in self.fields}
         df: Counter[str] = Counter()
         pseudo_tf: list[dict[str, float]] = []
@@ -215,12 +259,15 @@ class LexicalIndex:
             for term, tf in acc.items():
                 impact = self.idf[term] * tf / (k1 + tf)
                 self.postings.setdefault(term, {})[doc_id] = impact
+        # an initialism the spec's prose uses widely is an English word ("all"), not a name
+        rare = max(2.0, ACRONYM_MAX_SHARE * n)
+        self.acronyms = {k: v for k, v in found.items() if len(self.postings.get(stem(k), ())) <= rare}
 
     def score(self, query: str) -> tuple[dict[int, float], float]:
         """Raw scores of matching documents and the ideal score used for normalisation."""
         totals: dict[int, float] = {}
         ideal = 0.0
-        for primary, alts in query_concepts(query, self.postings):
+        for primary, alts in query_concepts(query, self.postings, self.acronyms):
             best: dict[int, float] = {}
             # the words the user said (the primary, and words of the same synonym group)
             concept_max = max(self.idf.get(t, self.unseen_idf) for t, w in alts.items() if w >= 1.0 or t == primary)

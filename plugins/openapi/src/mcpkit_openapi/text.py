@@ -11,7 +11,7 @@ import re
 from functools import lru_cache
 
 _CAMEL_1 = re.compile(r"([a-z0-9])([A-Z])")  # fooBar -> foo Bar
-_CAMEL_2 = re.compile(r"([A-Z]+)([A-Z][a-z])")  # HTTPServer -> HTTP Server
+_CAMEL_2 = re.compile(r"([A-Z]+)([A-Z](?!s\b)[a-z])")  # HTTPServer -> HTTP Server; VMs, PRs stay whole
 _WORD = re.compile(r"[a-z0-9]+")
 _MD_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _URL = re.compile(r"https?://\S+")
@@ -286,12 +286,16 @@ def _is_plural(word: str) -> bool:
     return len(word) > 3 and word.endswith("s") and not word.endswith("ss") and stem(word) != word
 
 
-def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) -> list[tuple[str, dict[str, float]]]:
+def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset(),
+                   acronyms: dict[str, tuple[str, ...]] | None = None) -> list[tuple[str, dict[str, float]]]:
     """Split a query into concepts, each a primary term plus weighted alternatives.
 
     ``"remove a PR"`` -> ``[("remov", {"remov": 1, "delet": .5, ...}), ("pull", ...),
     ("request", ...)]``. Each concept contributes at most once to a document's score.
+    ``acronyms`` (from the spec: ``vm`` -> virtual machine) spell out the initials of the
+    spec's compound names.
     """
+    acronyms = acronyms or {}
     concepts: list[tuple[str, dict[str, float]]] = []
     seen: set[str] = set()
     self_ref = plural = False
@@ -306,7 +310,10 @@ def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) 
         # an un-verb leads a task ("unassign a user"); elsewhere it is a state ("my unread mail")
         negated = (not concepts and w.startswith("un") and len(w) > 5
                    and (stem(w) not in vocabulary or stem(w[2:]) in vocabulary))
-        for part in PHRASES.get(w, (w,)):
+        parts = PHRASES.get(w) or acronyms.get(w)
+        if parts is None and w.endswith("s") and w[:-1] in acronyms:  # "VMs"
+            parts, plural = acronyms[w[:-1]], True
+        for part in parts or (w,):
             term = stem(part)
             if term in seen:
                 continue
