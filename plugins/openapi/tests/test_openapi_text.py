@@ -150,3 +150,17 @@ def test_initials_of_the_specs_compound_names_are_spelled_out() -> None:
     assert ops[best].operation_id == "startVirtualMachine"
     concepts = [c for c, _ in query_concepts("stop the VMs", {}, index.acronyms)]
     assert concepts[:3] == ["stop", "virtual", "machin"] and "list" in concepts  # plural
+
+
+def test_a_copy_under_an_older_api_version_ranks_below_the_stable_one() -> None:
+    from mcpkit_openapi.lexical import LexicalIndex, superseded_copies
+    from mcpkit_openapi.spec import Operation
+
+    ops = [Operation("v1alpha3Start", "PUT", "/apis/x.io/v1alpha3/vms/{name}/start", summary="Start a VM"),
+           Operation("v1beta1Start", "PUT", "/apis/x.io/v1beta1/vms/{name}/start", summary="Start a VM"),
+           Operation("v1Start", "PUT", "/apis/x.io/v1/vms/{name}/start", summary="Start a VM"),
+           Operation("v1Stop", "PUT", "/apis/x.io/v1/vms/{name}/stop", summary="Stop a VM"),
+           Operation("startProfiler", "GET", "/v1/start-profiler", summary="Start the profiler")]
+    assert superseded_copies(ops) == {0, 1}
+    ranked = [ops[d].operation_id for d, _ in LexicalIndex(ops).search("start a VM", 5)]
+    assert ranked[0] == "v1Start" and {"v1beta1Start", "v1alpha3Start"} <= set(ranked[1:])

@@ -183,6 +183,36 @@ def mark_reversals(docs: list[dict[str, list[str]]]) -> set[str]:
     return undo
 
 
+SUPERSEDED_FACTOR = 0.9
+_VERSION_SEGMENT = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+_STAGES = {"alpha": 0, "beta": 1, None: 2}
+
+
+def superseded_copies(operations: Sequence[Operation]) -> set[int]:
+    """Operations that an API also serves under a more stable version of the same path.
+
+    ``PUT /apis/x.io/v1alpha3/.../start`` and ``PUT /apis/x.io/v1/.../start`` are one
+    operation; the stable copy is the answer and the older one only crowds the top results,
+    so it ranks just below (v2 > v1 > v1beta2 > v1beta1 > v1alpha1).
+    """
+    groups: dict[tuple[str, ...], list[tuple[tuple[int, int, int], int]]] = {}
+    for doc, op in enumerate(operations):
+        segments = op.path.split("/")
+        for i, seg in enumerate(segments):
+            m = _VERSION_SEGMENT.match(seg)
+            if m:
+                key = (op.method, *segments[:i], "{version}", *segments[i + 1:])
+                rank = (int(m.group(1)), _STAGES[m.group(2)], int(m.group(3) or 0))
+                groups.setdefault(key, []).append((rank, doc))
+                break
+    out: set[int] = set()
+    for copies in groups.values():
+        if len(copies) > 1:
+            best = max(rank for rank, _ in copies)
+            out.update(doc for rank, doc in copies if rank < best)
+    return out
+
+
 ACRONYM_MAX_SHARE = 0.01
 _COMPOUND_NAME = re.compile(r"(?:[A-Z][a-z]+){2,}")
 _NAME_WORD = re.compile(r"[A-Z][a-z]+")
@@ -262,6 +292,7 @@ class LexicalIndex:
         # an initialism the spec's prose uses widely is an English word ("all"), not a name
         rare = max(2.0, ACRONYM_MAX_SHARE * n)
         self.acronyms = {k: v for k, v in found.items() if len(self.postings.get(stem(k), ())) <= rare}
+        self.superseded = superseded_copies(operations)
 
     def score(self, query: str) -> tuple[dict[int, float], float]:
         """Raw scores of matching documents and the ideal score used for normalisation."""
@@ -293,6 +324,8 @@ class LexicalIndex:
         totals, ideal = self.score(query)
         if not totals or ideal <= 0:
             return []
+        for doc in self.superseded.intersection(totals):
+            totals[doc] *= SUPERSEDED_FACTOR
         top = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
         return [(doc, min(1.0, s / ideal)) for doc, s in top]
 
