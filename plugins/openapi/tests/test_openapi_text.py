@@ -164,3 +164,17 @@ def test_a_copy_under_an_older_api_version_ranks_below_the_stable_one() -> None:
     assert superseded_copies(ops) == {0, 1}
     ranked = [ops[d].operation_id for d, _ in LexicalIndex(ops).search("start a VM", 5)]
     assert ranked[0] == "v1Start" and {"v1beta1Start", "v1alpha3Start"} <= set(ranked[1:])
+
+
+def test_asking_for_details_is_not_a_plural_object_and_caps_synonyms_by_the_known_word() -> None:
+    from mcpkit_openapi.lexical import LexicalIndex
+    from mcpkit_openapi.spec import Operation
+
+    assert "list" not in [c for c, _ in query_concepts("get the details of one machine")]
+    assert "list" in [c for c, _ in query_concepts("get the machines")]
+    ops = [Operation("readMachine", "GET", "/machines/{name}", summary="Get a Machine object"),
+           Operation("fetchCertChain", "GET", "/machines/{name}/cert", summary="Fetch a certificate of a machine")]
+    ops += [Operation(f"getThing{i}", "GET", f"/things{i}/{{id}}", summary=f"Get a thing {i}") for i in range(8)]
+    # "details" is no word of this spec: the rare synonym "fetch" must still count no more than "get"
+    ranked = [ops[d].operation_id for d, _ in LexicalIndex(ops).search("get the details of one machine", 3)]
+    assert ranked[0] == "readMachine"

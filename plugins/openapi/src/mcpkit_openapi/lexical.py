@@ -301,7 +301,11 @@ class LexicalIndex:
         for primary, alts in query_concepts(query, self.postings, self.acronyms):
             best: dict[int, float] = {}
             # the words the user said (the primary, and words of the same synonym group)
-            concept_max = max(self.idf.get(t, self.unseen_idf) for t, w in alts.items() if w >= 1.0 or t == primary)
+            said = [t for t, w in alts.items() if w >= 1.0 or t == primary]
+            concept_max = max(self.idf.get(t, self.unseen_idf) for t in said)
+            # the cap on synonyms: the rarest said word the spec has ("get the details": get's
+            # idf, not the unseen "details"'s); only when it has none may a synonym stand in fully
+            cap = max((self.idf[t] for t in said if t in self.idf), default=concept_max)
             for term, weight in alts.items():
                 postings = self.postings.get(term)
                 if not postings:
@@ -309,7 +313,7 @@ class LexicalIndex:
                 if weight < 1.0:
                     # a rarer synonym must not outweigh the word the user said: "create"
                     # is common, "setup" rare, and get-setup is no answer to "create a repo"
-                    weight *= min(1.0, concept_max / self.idf[term])
+                    weight *= min(1.0, cap / self.idf[term])
                 for doc, impact in postings.items():
                     value = impact * weight
                     if value > best.get(doc, 0.0):

@@ -282,8 +282,10 @@ def _rewrite_bigrams(raw: list[str], table: dict[tuple[str, str], tuple[str, ...
 
 
 def _is_plural(word: str) -> bool:
-    """A plural noun ("issues", "repos"), not "status" or "access"."""
-    return len(word) > 3 and word.endswith("s") and not word.endswith("ss") and stem(word) != word
+    """A plural noun ("issues", "repos"), not "status" or "access", nor a word that asks for
+    one thing's particulars ("the details of a VM")."""
+    return (len(word) > 3 and word.endswith("s") and not word.endswith("ss") and stem(word) != word
+            and stem(word) not in _GET_TERMS)
 
 
 def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset(),
@@ -348,3 +350,4 @@ SELF_WEIGHT = 0.35
 PLURAL_WEIGHT = 0.3
 NEGATED_WEIGHT = 0.8
 SYNONYMS: dict[str, dict[str, float]] = _build_synonyms()
+_GET_TERMS = frozenset(stem(w) for w in SYNONYM_GROUPS[0])
