@@ -178,3 +178,12 @@ def test_asking_for_details_is_not_a_plural_object_and_caps_synonyms_by_the_know
     # "details" is no word of this spec: the rare synonym "fetch" must still count no more than "get"
     ranked = [ops[d].operation_id for d, _ in LexicalIndex(ops).search("get the details of one machine", 3)]
     assert ranked[0] == "readMachine"
+
+
+def test_shut_down_resume_and_roll_back() -> None:
+    def alts(q: str) -> dict[str, float]:
+        return query_concepts(q)[0][1]
+
+    assert alts("shut down the vm").get("stop") == 0.5
+    assert alts("resume the paused job").get(stem("unpause")) == 0.5
+    assert alts("roll back to a snapshot").get(stem("restore")) == 0.5

@@ -167,7 +167,9 @@ SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("move", "transition", "transfer", "status", "state", "progress", "resolve", "close",
      "reopen", "done", "complete", "finish", "archive", "promote"),
     ("search", "find", "query", "filter", "lookup", "match", "mention", "mentions"),
-    ("cancel", "abort", "stop", "halt", "terminate", "kill"),
+    ("cancel", "abort", "stop", "halt", "terminate", "kill", "shutdown"),
+    ("resume", "unpause", "continue"),
+    ("restore", "revert", "rollback", "undo"),
     ("run", "execute", "trigger", "dispatch", "launch", "invoke", "rerun", "start"),
     ("download", "export", "archive", "zip", "tarball", "zipball", "fetch"),
     ("upload", "import", "attach"),
@@ -219,6 +221,7 @@ BIGRAMS: dict[tuple[str, str], tuple[str, ...]] = {
     ("sign", "in"): ("authenticated",), ("signed", "in"): ("authenticated",),
     ("look", "up"): ("lookup",), ("up", "to"): ("update",),
     ("get", "rid"): ("delete",), ("how", "many"): ("count",),
+    ("shut", "down"): ("shutdown",), ("power", "off"): ("shutdown",), ("roll", "back"): ("rollback",),
 }
 
 # The expressions above that mean the same in an API's prose (not "up to", "how many").
