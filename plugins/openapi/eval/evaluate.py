@@ -8,7 +8,8 @@ Usage::
 Query sets (``sets/*.json``, plus GitHub's ``queries.json``) list tasks phrased the way an
 assistant relays a user's request, each with graded relevant operation ids (2: answers the
 task, 1: acceptable). Every query belongs to a ``dev`` split (ranking may be tuned on it) or a
-``test`` split (never tuned on); APIs whose ``role`` is ``test-only`` have no dev queries at all.
+``test`` split (never tuned on); APIs whose ``role`` is ``test-only`` have no dev queries at all,
+and ``dev-only`` ones (added to cover API shapes the other dev sets lack) no test queries.
 
 Metrics per API, split and ranking mode, over the top 20 results:
 

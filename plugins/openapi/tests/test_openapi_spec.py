@@ -95,3 +95,21 @@ def test_unreadable_and_malformed(tmp_path: Path) -> None:
     with pytest.raises(SpecError):
         load_operations(["openapi"])
     assert load_operations({"openapi": "3.1.0", "info": {"title": "t"}}).operations == []
+
+
+def test_paragraphs_repeated_across_the_spec_are_not_an_operations_own_text() -> None:
+    """Bluesky opens every description with the same notice; the ranking reads what follows."""
+    from mcpkit_openapi.lexical import summary_of
+
+    notice = "*This endpoint is part of the public API. Requests may need auth.*"
+    paths = {f"/xrpc/thing.do{i}": {"get": {"operationId": f"thing.do{i}",
+                                            "description": f"{notice}\n\nDoes thing number {i}."}}
+             for i in range(6)}
+    paths["/xrpc/thing.bare"] = {"get": {"operationId": "thing.bare", "description": notice}}
+    paths["/xrpc/thing.plain"] = {"get": {"operationId": "thing.plain", "description": "Plain words."}}
+    ops = {op.operation_id: op for op in load_operations({"openapi": "3.0.0", "paths": paths}).operations}
+    assert ops["thing.do3"].own_text == "Does thing number 3."
+    assert summary_of(ops["thing.do3"]) == "Does thing number 3"
+    assert ops["thing.do3"].description.startswith(notice)  # get_operation still shows it all
+    assert ops["thing.bare"].own_text == "" and summary_of(ops["thing.bare"]) == ""
+    assert ops["thing.plain"].own_description is None and summary_of(ops["thing.plain"]) == "Plain words"

@@ -131,3 +131,59 @@ def test_an_un_word_is_a_removal_only_where_it_leads_the_task() -> None:
 def test_numbers_in_a_query_are_values_not_search_words() -> None:
     assert [p for p, _ in query_concepts("close issue 12")] == [stem("close"), stem("issue")]
     assert [p for p, _ in query_concepts("enable 2fa")][-2:] == ["two", "factor"]
+
+
+def test_initials_of_the_specs_compound_names_are_spelled_out() -> None:
+    from mcpkit_openapi.lexical import LexicalIndex
+    from mcpkit_openapi.spec import Operation
+
+    ops = [Operation("listNamespacedVirtualMachine", "GET", "/vms", description="All of them."),
+           Operation("startVirtualMachine", "PUT", "/vms/{name}/start"),
+           Operation("readPersistentVolumeClaim", "GET", "/pvcs/{name}", description="All claims."),
+           Operation("listAccountLoginLinks", "GET", "/links", description="All links."),
+           Operation("createAccountLoginLink", "POST", "/links", description="Makes one, all done.")]
+    index = LexicalIndex(ops)
+    assert index.acronyms["vm"] == ("virtual", "machine")
+    assert "pvc" not in index.acronyms  # one operation is not a pattern
+    assert "all" not in index.acronyms  # a word the spec's prose uses is not spelled out
+    best = index.search("start my VM", 5)[0][0]
+    assert ops[best].operation_id == "startVirtualMachine"
+    concepts = [c for c, _ in query_concepts("stop the VMs", {}, index.acronyms)]
+    assert concepts[:3] == ["stop", "virtual", "machin"] and "list" in concepts  # plural
+
+
+def test_a_copy_under_an_older_api_version_ranks_below_the_stable_one() -> None:
+    from mcpkit_openapi.lexical import LexicalIndex, superseded_copies
+    from mcpkit_openapi.spec import Operation
+
+    ops = [Operation("v1alpha3Start", "PUT", "/apis/x.io/v1alpha3/vms/{name}/start", summary="Start a VM"),
+           Operation("v1beta1Start", "PUT", "/apis/x.io/v1beta1/vms/{name}/start", summary="Start a VM"),
+           Operation("v1Start", "PUT", "/apis/x.io/v1/vms/{name}/start", summary="Start a VM"),
+           Operation("v1Stop", "PUT", "/apis/x.io/v1/vms/{name}/stop", summary="Stop a VM"),
+           Operation("startProfiler", "GET", "/v1/start-profiler", summary="Start the profiler")]
+    assert superseded_copies(ops) == {0, 1}
+    ranked = [ops[d].operation_id for d, _ in LexicalIndex(ops).search("start a VM", 5)]
+    assert ranked[0] == "v1Start" and {"v1beta1Start", "v1alpha3Start"} <= set(ranked[1:])
+
+
+def test_asking_for_details_is_not_a_plural_object_and_caps_synonyms_by_the_known_word() -> None:
+    from mcpkit_openapi.lexical import LexicalIndex
+    from mcpkit_openapi.spec import Operation
+
+    assert "list" not in [c for c, _ in query_concepts("get the details of one machine")]
+    assert "list" in [c for c, _ in query_concepts("get the machines")]
+    ops = [Operation("readMachine", "GET", "/machines/{name}", summary="Get a Machine object"),
+           Operation("fetchCertChain", "GET", "/machines/{name}/cert", summary="Fetch a certificate of a machine")]
+    ops += [Operation(f"getThing{i}", "GET", f"/things{i}/{{id}}", summary=f"Get a thing {i}") for i in range(8)]
+    # "details" is no word of this spec: the rare synonym "fetch" must still count no more than "get"
+    ranked = [ops[d].operation_id for d, _ in LexicalIndex(ops).search("get the details of one machine", 3)]
+    assert ranked[0] == "readMachine"
+
+
+def test_shut_down_resume_and_roll_back() -> None:
+    def alts(q: str) -> dict[str, float]:
+        return query_concepts(q)[0][1]
+
+    assert alts("shut down the vm").get("stop") == 0.5
+    assert alts("resume the paused job").get(stem("unpause")) == 0.5
+    assert alts("roll back to a snapshot").get(stem("restore")) == 0.5

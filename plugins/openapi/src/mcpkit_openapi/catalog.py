@@ -18,7 +18,7 @@ from .spec import (MAX_SPEC_BYTES, Operation, ParsedSpec, SpecError, load_operat
 
 log = logging.getLogger("mcpkit_openapi")
 
-CACHE_FORMAT = 1  # bump when Operation records or their extraction change
+CACHE_FORMAT = 3  # bump when Operation records or their extraction change
 DEFAULT_SPEC = "default_spec.yaml"
 
 

@@ -14,6 +14,7 @@ its primary word gives a similarity in [0, 1] that is comparable across queries.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ def operation_fields(op: Operation) -> dict[str, list[str]]:
     static, params = [], []
     for seg in op.path.split("/"):
         (params if seg.startswith("{") else static).append(seg)
-    desc = clean_prose(op.description)[:DESCRIPTION_CHARS]
+    desc = clean_prose(op.own_text)[:DESCRIPTION_CHARS]
     return {
         "opid": [] if op.synthesized_id else analyze(opid),
         "summary": analyze(summary_of(op), phrases=True),
@@ -98,7 +99,7 @@ def intent_words(method: str, path: str) -> str:
 
 def summary_of(op: Operation) -> str:
     """The operation's summary, or the first sentence of its description when it has none."""
-    return op.summary or lead_sentence(op.description)
+    return op.summary or lead_sentence(op.own_text)
 
 
 def input_names(op: Operation) -> list[str]:
@@ -182,6 +183,78 @@ def mark_reversals(docs: list[dict[str, list[str]]]) -> set[str]:
     return undo
 
 
+SUPERSEDED_FACTOR = 0.9
+_VERSION_SEGMENT = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+_STAGES = {"alpha": 0, "beta": 1, None: 2}
+
+
+def superseded_copies(operations: Sequence[Operation]) -> set[int]:
+    """Operations that an API also serves under a more stable version of the same path.
+
+    ``PUT /apis/x.io/v1alpha3/.../start`` and ``PUT /apis/x.io/v1/.../start`` are one
+    operation; the stable copy is the answer and the older one only crowds the top results,
+    so it ranks just below (v2 > v1 > v1beta2 > v1beta1 > v1alpha1).
+    """
+    groups: dict[tuple[str, ...], list[tuple[tuple[int, int, int], int]]] = {}
+    for doc, op in enumerate(operations):
+        segments = op.path.split("/")
+        for i, seg in enumerate(segments):
+            m = _VERSION_SEGMENT.match(seg)
+            if m:
+                key = (op.method, *segments[:i], "{version}", *segments[i + 1:])
+                rank = (int(m.group(1)), _STAGES[m.group(2)], int(m.group(3) or 0))
+                groups.setdefault(key, []).append((rank, doc))
+                break
+    out: set[int] = set()
+    for copies in groups.values():
+        if len(copies) > 1:
+            best = max(rank for rank, _ in copies)
+            out.update(doc for rank, doc in copies if rank < best)
+    return out
+
+
+ACRONYM_MAX_SHARE = 0.01
+_COMPOUND_NAME = re.compile(r"(?:[A-Z][a-z]+){2,}")
+_NAME_WORD = re.compile(r"[A-Z][a-z]+")
+
+
+def acronyms(operations: Sequence[Operation]) -> dict[str, tuple[str, ...]]:
+    """Initials of the compound names in the spec's operationIds -> their words.
+
+    ``listNamespacedVirtualMachineInstance`` makes ``vm`` -> (virtual, machine) and ``vmi`` ->
+    (virtual, machine, instance); Kubernetes' ``PersistentVolumeClaim`` makes ``pvc``. An
+    initialism counts when two operations use it; when several compounds share one, the one
+    most operations use wins, and a tie drops it. Initials that are already a word of
+    the spec (``set``, ``pod``) are left alone, so only unknown query words are spelled out.
+    """
+    counts: Counter[tuple[str, ...]] = Counter()
+    vocab: set[str] = set()
+    for op in operations:
+        if op.synthesized_id:
+            continue
+        vocab.update(words(op.operation_id))
+        found: set[tuple[str, ...]] = set()
+        for run in _COMPOUND_NAME.findall(op.operation_id):
+            names = [w.lower() for w in _NAME_WORD.findall(run)]
+            for size in range(2, min(4, len(names)) + 1):
+                for i in range(len(names) - size + 1):
+                    found.add(tuple(names[i:i + size]))
+        counts.update(found)
+    best: dict[str, tuple[int, tuple[str, ...] | None]] = {}
+    for names, n in sorted(counts.items()):
+        if n < 2:
+            continue
+        key = "".join(w[0] for w in names)
+        if key in STOP_WORDS or key in vocab:
+            continue
+        held = best.get(key)
+        if held is None or n > held[0]:
+            best[key] = (n, names)
+        elif n == held[0]:
+            best[key] = (n, None)
+    return {k: names for k, (n, names) in best.items() if names is not None}
+
+
 class LexicalIndex:
     """Precomputed BM25F impacts: ``term -> {doc: impact}`` with impact <= idf(term)."""
 
@@ -193,6 +266,7 @@ class LexicalIndex:
         docs = [operation_fields(op) for op in operations]
         split_compounds(docs)
         mark_reversals(docs)
+        found = acronyms(operations)
         avg = {f: (sum(len(d[f]) for d in docs) / max(1, len(docs))) or 1.0 for f in self.fields}
         df: Counter[str] = Counter()
         pseudo_tf: list[dict[str, float]] = []
@@ -215,15 +289,23 @@ class LexicalIndex:
             for term, tf in acc.items():
                 impact = self.idf[term] * tf / (k1 + tf)
                 self.postings.setdefault(term, {})[doc_id] = impact
+        # an initialism the spec's prose uses widely is an English word ("all"), not a name
+        rare = max(2.0, ACRONYM_MAX_SHARE * n)
+        self.acronyms = {k: v for k, v in found.items() if len(self.postings.get(stem(k), ())) <= rare}
+        self.superseded = superseded_copies(operations)
 
     def score(self, query: str) -> tuple[dict[int, float], float]:
         """Raw scores of matching documents and the ideal score used for normalisation."""
         totals: dict[int, float] = {}
         ideal = 0.0
-        for primary, alts in query_concepts(query, self.postings):
+        for primary, alts in query_concepts(query, self.postings, self.acronyms):
             best: dict[int, float] = {}
             # the words the user said (the primary, and words of the same synonym group)
-            concept_max = max(self.idf.get(t, self.unseen_idf) for t, w in alts.items() if w >= 1.0 or t == primary)
+            said = [t for t, w in alts.items() if w >= 1.0 or t == primary]
+            concept_max = max(self.idf.get(t, self.unseen_idf) for t in said)
+            # the cap on synonyms: the rarest said word the spec has ("get the details": get's
+            # idf, not the unseen "details"'s); only when it has none may a synonym stand in fully
+            cap = max((self.idf[t] for t in said if t in self.idf), default=concept_max)
             for term, weight in alts.items():
                 postings = self.postings.get(term)
                 if not postings:
@@ -231,7 +313,7 @@ class LexicalIndex:
                 if weight < 1.0:
                     # a rarer synonym must not outweigh the word the user said: "create"
                     # is common, "setup" rare, and get-setup is no answer to "create a repo"
-                    weight *= min(1.0, concept_max / self.idf[term])
+                    weight *= min(1.0, cap / self.idf[term])
                 for doc, impact in postings.items():
                     value = impact * weight
                     if value > best.get(doc, 0.0):
@@ -246,6 +328,8 @@ class LexicalIndex:
         totals, ideal = self.score(query)
         if not totals or ideal <= 0:
             return []
+        for doc in self.superseded.intersection(totals):
+            totals[doc] *= SUPERSEDED_FACTOR
         top = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
         return [(doc, min(1.0, s / ideal)) for doc, s in top]
 

@@ -36,6 +36,15 @@ class Operation:
     deprecated: bool = False
     synthesized_id: bool = False
     api: str = ""
+    # the description without the paragraphs the spec repeats across many operations ("This
+    # endpoint is part of ..."), when it has any ("" when it has nothing else); None when
+    # nothing was dropped
+    own_description: str | None = None
+
+    @property
+    def own_text(self) -> str:
+        """The description the ranking reads: its own paragraphs, not the spec's boilerplate."""
+        return self.description if self.own_description is None else self.own_description
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,12 +130,39 @@ def load_operations(doc: Any) -> ParsedSpec:
             if count > 1:  # duplicate ids happen in the wild; keep them apart, stably
                 op.operation_id = f"{op.operation_id}#{count}"
             ops.append(op)
+    drop_boilerplate(ops)
     return ParsedSpec(
         title=str(info.get("title") or ""),
         version=str(info.get("version") or ""),
         spec_version=spec_version,
         operations=ops,
     )
+
+
+_PARAGRAPH = re.compile(r"\n\s*\n")
+BOILERPLATE_MIN_OPS = 5  # a paragraph repeated in this many descriptions ...
+BOILERPLATE_SHARE = 0.02  # ... and in this share of them is the spec's boilerplate
+
+
+def drop_boilerplate(ops: list[Operation]) -> None:
+    """Set ``own_description`` where a description carries paragraphs the spec repeats
+    across many operations (Bluesky opens every one with "This endpoint is part of ...").
+
+    The share keeps an API's few copies of one operation (Kubernetes' "read the specified
+    Deployment" in each API version) out of it.
+    """
+    counts: dict[str, int] = {}
+    split = []
+    for op in ops:
+        paras = [p.strip() for p in _PARAGRAPH.split(op.description) if p.strip()]
+        split.append(paras)
+        for p in set(paras):
+            counts[p] = counts.get(p, 0) + 1
+    floor = max(BOILERPLATE_MIN_OPS, BOILERPLATE_SHARE * len(ops))
+    for op, paras in zip(ops, split):
+        own = [p for p in paras if counts[p] < floor]
+        if len(own) < len(paras):
+            op.own_description = "\n\n".join(own)
 
 
 def _text(value: Any) -> str:

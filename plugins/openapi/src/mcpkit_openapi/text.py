@@ -11,7 +11,7 @@ import re
 from functools import lru_cache
 
 _CAMEL_1 = re.compile(r"([a-z0-9])([A-Z])")  # fooBar -> foo Bar
-_CAMEL_2 = re.compile(r"([A-Z]+)([A-Z][a-z])")  # HTTPServer -> HTTP Server
+_CAMEL_2 = re.compile(r"([A-Z]+)([A-Z](?!s\b)[a-z])")  # HTTPServer -> HTTP Server; VMs, PRs stay whole
 _WORD = re.compile(r"[a-z0-9]+")
 _MD_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _URL = re.compile(r"https?://\S+")
@@ -167,7 +167,9 @@ SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("move", "transition", "transfer", "status", "state", "progress", "resolve", "close",
      "reopen", "done", "complete", "finish", "archive", "promote"),
     ("search", "find", "query", "filter", "lookup", "match", "mention", "mentions"),
-    ("cancel", "abort", "stop", "halt", "terminate", "kill"),
+    ("cancel", "abort", "stop", "halt", "terminate", "kill", "shutdown"),
+    ("resume", "unpause", "continue"),
+    ("restore", "revert", "rollback", "undo"),
     ("run", "execute", "trigger", "dispatch", "launch", "invoke", "rerun", "start"),
     ("download", "export", "archive", "zip", "tarball", "zipball", "fetch"),
     ("upload", "import", "attach"),
@@ -219,6 +221,7 @@ BIGRAMS: dict[tuple[str, str], tuple[str, ...]] = {
     ("sign", "in"): ("authenticated",), ("signed", "in"): ("authenticated",),
     ("look", "up"): ("lookup",), ("up", "to"): ("update",),
     ("get", "rid"): ("delete",), ("how", "many"): ("count",),
+    ("shut", "down"): ("shutdown",), ("power", "off"): ("shutdown",), ("roll", "back"): ("rollback",),
 }
 
 # The expressions above that mean the same in an API's prose (not "up to", "how many").
@@ -282,16 +285,22 @@ def _rewrite_bigrams(raw: list[str], table: dict[tuple[str, str], tuple[str, ...
 
 
 def _is_plural(word: str) -> bool:
-    """A plural noun ("issues", "repos"), not "status" or "access"."""
-    return len(word) > 3 and word.endswith("s") and not word.endswith("ss") and stem(word) != word
+    """A plural noun ("issues", "repos"), not "status" or "access", nor a word that asks for
+    one thing's particulars ("the details of a VM")."""
+    return (len(word) > 3 and word.endswith("s") and not word.endswith("ss") and stem(word) != word
+            and stem(word) not in _GET_TERMS)
 
 
-def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) -> list[tuple[str, dict[str, float]]]:
+def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset(),
+                   acronyms: dict[str, tuple[str, ...]] | None = None) -> list[tuple[str, dict[str, float]]]:
     """Split a query into concepts, each a primary term plus weighted alternatives.
 
     ``"remove a PR"`` -> ``[("remov", {"remov": 1, "delet": .5, ...}), ("pull", ...),
     ("request", ...)]``. Each concept contributes at most once to a document's score.
+    ``acronyms`` (from the spec: ``vm`` -> virtual machine) spell out the initials of the
+    spec's compound names.
     """
+    acronyms = acronyms or {}
     concepts: list[tuple[str, dict[str, float]]] = []
     seen: set[str] = set()
     self_ref = plural = False
@@ -306,7 +315,10 @@ def query_concepts(query: str, vocabulary: frozenset[str] | dict = frozenset()) 
         # an un-verb leads a task ("unassign a user"); elsewhere it is a state ("my unread mail")
         negated = (not concepts and w.startswith("un") and len(w) > 5
                    and (stem(w) not in vocabulary or stem(w[2:]) in vocabulary))
-        for part in PHRASES.get(w, (w,)):
+        parts = PHRASES.get(w) or acronyms.get(w)
+        if parts is None and w.endswith("s") and w[:-1] in acronyms:  # "VMs"
+            parts, plural = acronyms[w[:-1]], True
+        for part in parts or (w,):
             term = stem(part)
             if term in seen:
                 continue
@@ -341,3 +353,4 @@ SELF_WEIGHT = 0.35
 PLURAL_WEIGHT = 0.3
 NEGATED_WEIGHT = 0.8
 SYNONYMS: dict[str, dict[str, float]] = _build_synonyms()
+_GET_TERMS = frozenset(stem(w) for w in SYNONYM_GROUPS[0])
