@@ -13,16 +13,18 @@ import itertools
 import secrets
 from typing import TYPE_CHECKING, Any, Iterator
 
+import msgspec
 import trio
 
 from ...protocol.connection import ResponseReceived, ServerConnection
-from ...protocol.jsonrpc import ProtocolError
+from ...protocol.jsonrpc import ErrorObject, ProtocolError
 from ...server.context import InFlight, PendingRequests
 from ...server.redis_link import process_tag
 from .outbox import Outbox
+from .shared_sessions import SessionRecord, pos_key
 
 if TYPE_CHECKING:
-    from .shared_sessions import SessionRecord, SharedSessions
+    from .shared_sessions import SharedSessions
 
 Frame = tuple[str | None, bytes]  # (event id, JSON-RPC message)
 CLOSE = "close"  # frame id telling the live reader to end its HTTP response (SSE polling)
@@ -130,8 +132,6 @@ class Stream:
 
     def deliver_remote(self, pos: str, data: bytes, final: bool) -> None:
         """An event another process appended to this stream (in order, once)."""
-        from .shared_sessions import pos_key
-
         if self._held is not None:  # a reader is reading the kept events: after them
             self._held.append((pos, data, final))
             return
@@ -159,8 +159,6 @@ class Stream:
                 if key == self.key and seq > after_seq:
                     box.put((f"{key}.{seq}", data), 0)  # replay: held by the store anyway
         else:
-            from .shared_sessions import pos_key
-
             if pos_key(after) == (-1, -1):
                 after = "0"  # not a position Redis gave (a client's garbage, a provisional id)
             self.reader = None
@@ -230,8 +228,6 @@ class Session:
 
     # -- the record other processes share --------------------------------------------------------
     def record(self) -> "SessionRecord":
-        from .shared_sessions import SessionRecord
-
         c = self.conn
         return SessionRecord(version=c.version or "", client_info=c.client_info, client_capabilities=c.client_capabilities,
                              log_level=c.log_level, subscriptions=sorted(c.subscriptions), initialized=c.initialized,
@@ -247,10 +243,6 @@ class Session:
         return self.pending.deliver(response)
 
     def deliver_routed(self, response: dict[str, Any]) -> None:
-        from ...protocol.jsonrpc import ErrorObject
-
-        import msgspec
-
         err = response.get("error")
         error = msgspec.convert(err, ErrorObject) if isinstance(err, dict) else None
         self.pending.deliver(ResponseReceived(response.get("id"), response.get("result"), error))

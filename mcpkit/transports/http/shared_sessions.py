@@ -15,7 +15,7 @@ touches Redis not at all once its session is cached.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import msgspec.structs
@@ -145,7 +145,7 @@ class SharedSessions:
             return pipe
 
         pipe = await self.link.call(run)
-        return bool(pipe.results[0]) if hasattr(pipe, "results") else True
+        return bool(pipe.results[0])
 
     async def end(self, sid: str) -> bool:
         async def run(r: Any) -> Any:
@@ -155,7 +155,7 @@ class SharedSessions:
             return pipe
 
         pipe = await self.link.call(run)
-        existed = bool(pipe.results[0]) if hasattr(pipe, "results") else True
+        existed = bool(pipe.results[0])
         await self.link.publish("sess", sid=sid, op="ended")
         return existed
 
@@ -207,7 +207,7 @@ class SharedSessions:
             return pipe
 
         pipe = await self.link.call(run)
-        return [bytes(p).decode() for p in pipe.results] if hasattr(pipe, "results") else []
+        return [bytes(p).decode() for p in pipe.results]
 
     async def read(self, sid: str, key: str, after: str | None) -> list[tuple[str, bytes, bool]]:
         """The events of a stream after position ``after`` (None: all kept)."""
@@ -275,5 +275,3 @@ class SharedSessions:
         if session is not None:
             session.in_flight.cancel(m.get("id"))
 
-
-Callback = Callable[[dict[str, Any]], None]
