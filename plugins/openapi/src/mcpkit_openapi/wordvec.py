@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import threading
 from array import array
+from collections.abc import Iterable
 from importlib import resources
 from operator import mul
 
@@ -25,6 +26,7 @@ from .wordpiece import WordPiece
 
 MAGIC = b"MKWV1\n"
 DATA = "data/word-vectors.bin"
+CACHE_WORDS = 50_000  # word -> vector kept (512 bytes each); later words are recomputed
 
 
 class WordVectors:
@@ -53,8 +55,7 @@ class WordVectors:
     def _row(self, i: int) -> array:
         raw = array("b")
         raw.frombytes(self._rows[i * self.dims:(i + 1) * self.dims])
-        norm = math.sqrt(sum(map(mul, raw, raw))) or 1.0
-        return array("f", [x / norm for x in raw])
+        return _unit(raw) or array("f", bytes(4 * self.dims))
 
     def word(self, word: str) -> array | None:
         """The unit vector of a lower-case word, composed from its pieces if it is not listed."""
@@ -74,8 +75,8 @@ class WordVectors:
                     self._tokens[n] = token
             rows = [self.index[t] for t in (self._tokens[n].removeprefix("##")
                                              for n in self._pieces.word_ids(word)) if t in self.index]
-            vec = _unit(_sum([self._row(r) for r in rows], self.dims)) if rows else None
-        if len(self._cache) < 200_000:
+            vec = _unit(map(sum, zip(*(self._row(r) for r in rows)))) if rows else None
+        if len(self._cache) < CACHE_WORDS:
             self._cache[word] = vec
         return vec
 
@@ -83,7 +84,9 @@ class WordVectors:
         """The unit vector of a text (its content words summed), or None if it has none."""
         vecs = [v for v in (self.word(w) for w in words(text)
                             if len(w) > 1 and not w.isdigit() and w not in STOP_WORDS) if v is not None]
-        return _unit(_sum(vecs, self.dims)) if vecs else None
+        if not vecs:
+            return None
+        return vecs[0] if len(vecs) == 1 else _unit(map(sum, zip(*vecs)))
 
 
 def cosine(a: array, b: array) -> float:
@@ -91,14 +94,8 @@ def cosine(a: array, b: array) -> float:
     return sum(map(mul, a, b))
 
 
-def _sum(vecs: list[array], dims: int) -> array:
-    out = array("f", bytes(4 * dims))
-    for v in vecs:
-        out = array("f", map(sum, zip(out, v)))
-    return out
-
-
-def _unit(v: array) -> array | None:
+def _unit(values: Iterable[float]) -> array | None:
+    v = array("f", values)
     norm = math.sqrt(sum(map(mul, v, v)))
     return array("f", [x / norm for x in v]) if norm > 0 else None
 
