@@ -4,7 +4,8 @@ Usage::
 
     python bench/bench_openapi.py [--rounds 3] [--baseline-src PATH] [--modes lexical,hybrid]
 
-Each measurement runs in a fresh interpreter (so start-up and the first query are really
+"1st pass p50" is the median of the first pass over the queries, before anything a query
+computes (the default mode's operation vectors) is cached. Each measurement runs in a fresh interpreter (so start-up and the first query are really
 first), with the parsed-spec cache warm, as on every server start after the first. Rounds
 alternate between the variants, because the machines here are shared and noisy. With
 ``--baseline-src`` (a ``src`` directory of another checkout of the plugin, e.g. main's), that
@@ -42,9 +43,10 @@ for _ in range(5):
         t = time.perf_counter()
         engine.search(q, 5)
         lat.append((time.perf_counter() - t) * 1000)
+first_pass = sorted(lat[:len(queries)])  # before anything a query computes is cached
 lat.sort()
 print(json.dumps({"startup_s": startup, "first_query_ms": first * 1000, "p50_ms": statistics.median(lat),
-                  "p95_ms": lat[int(0.95 * len(lat))], "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "p95_ms": lat[int(0.95 * len(lat))], "first_pass_p50_ms": statistics.median(first_pass), "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "operations": len(engine.catalog.operations)}))
 """
 
@@ -96,11 +98,12 @@ def main(argv: list[str] | None = None) -> int:
                 rows[name].append(_run(src, spec, caches[name], mode, queries))
     print(f"GitHub spec, {rows[variants[0][0]][0]['operations']:.0f} operations, {len(queries)} queries x 5, "
           f"{args.rounds} alternating rounds, medians; warm parse cache")
-    print(f"{'variant':<18} {'start-up s':>10} {'1st query ms':>12} {'p50 ms':>7} {'p95 ms':>7} {'RSS MB':>7}")
+    print(f"{'variant':<18} {'start-up s':>10} {'1st query ms':>12} {'p50 ms':>7} {'p95 ms':>7} "
+          f"{'1st pass p50':>12} {'RSS MB':>7}")
     for name, results in rows.items():
         med = {k: statistics.median(r[k] for r in results) for k in results[0]}
         print(f"{name:<18} {med['startup_s']:>10.3f} {med['first_query_ms']:>12.1f} {med['p50_ms']:>7.2f} "
-              f"{med['p95_ms']:>7.2f} {med['rss_mb']:>7.0f}")
+              f"{med['p95_ms']:>7.2f} {med['first_pass_p50_ms']:>12.2f} {med['rss_mb']:>7.0f}")
     return 0
 
 

