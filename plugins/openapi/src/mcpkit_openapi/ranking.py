@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import wordvec
 from .lexical import LexicalIndex, summary_of
 from .spec import Operation
 
@@ -109,8 +110,6 @@ class Searcher:
 
     def _reranked(self, query: str, limit: int) -> list[tuple[int, float]]:
         """BM25F's candidates re-ordered by adding the word-vector cosine (plain Python)."""
-        from . import wordvec
-
         hits = self.lexical.search(query, max(limit, RERANK_CANDIDATES))
         vectors = wordvec.shared()
         qv = vectors.text(query) if hits else None

@@ -61,10 +61,7 @@ class WordVectors:
         """The unit vector of a lower-case word, composed from its pieces if it is not listed."""
         if word in self._cache:
             return self._cache[word]
-        i = self.index.get(word)
-        if i is None and word.endswith("s") and not word.endswith("ss"):  # webhooks -> webhook
-            i = next((self.index[s] for s in (word[:-3] + "y", word[:-2], word[:-1]) if s in self.index
-                      and (s != word[:-3] + "y" or word.endswith("ies"))), None)
+        i = next((self.index[w] for w in (word, *_singulars(word)) if w in self.index), None)
         if i is not None:
             vec: array | None = self._row(i)
         else:
@@ -87,6 +84,14 @@ class WordVectors:
         if not vecs:
             return None
         return vecs[0] if len(vecs) == 1 else _unit(map(sum, zip(*vecs)))
+
+
+def _singulars(word: str) -> tuple[str, ...]:
+    """Spellings to try for an unlisted plural, in order (directories -> directory, boxes -> box,
+    webhooks -> webhook)."""
+    if not word.endswith("s") or word.endswith("ss"):
+        return ()
+    return (word[:-3] + "y", word[:-2], word[:-1]) if word.endswith("ies") else (word[:-2], word[:-1])
 
 
 def cosine(a: array, b: array) -> float:
