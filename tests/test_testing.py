@@ -128,3 +128,18 @@ async def test_prefix_and_rename_cover_prompts_completions_and_resources() -> No
     bad = {"plugins": {"hello": {"rename": {"hello://people/{name}": "friends://{who}"}}}}
     with pytest.raises(PluginError, match=r"the URI variable \{who\} is not a parameter"):
         mcpkit.testing.build_app({"hello": hello_plugin}, bad)
+
+
+def test_a_renamed_resource_keeps_its_scopes() -> None:
+    """Renaming a resource must not open it to callers without the scopes it requires."""
+    from mcpkit.plugins.naming import Naming
+    from mcpkit.server.resources import ResourceDef
+
+    def secret() -> str:
+        return "s"
+
+    item = ResourceDef(secret, "x://secret", scopes=["admin"], description="d", mime_type="text/plain")
+    renamed = Naming(rename={"x://secret": "y://secret"}).apply(item)
+    assert renamed.uri == "y://secret" and renamed is not item
+    assert renamed.scopes == item.scopes and item.scopes
+    assert (renamed.description, renamed.mime_type, renamed.listed) == ("d", "text/plain", True)

@@ -67,7 +67,8 @@ class Naming:
             if uri is None or uri == item.uri:
                 return item
             return ResourceDef(item.fn, uri, name=item.name, title=item.title, description=item.description,
-                               mime_type=item.mime_type, size=item.size, listed=item.listed)
+                               mime_type=item.mime_type, size=item.size, listed=item.listed,
+                               scopes=item.scopes)
         if isinstance(item, CompletionDef) and item.ref is not None:
             ref = self.name(item.ref) if item.ref_type == "ref/prompt" else self.rename.get(item.ref, item.ref)
             if ref == item.ref:
