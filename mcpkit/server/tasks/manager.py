@@ -54,9 +54,8 @@ def unknown_task(task_id: str) -> ProtocolError:
 class TaskRun:
     """A task this process runs (or, before escalation, a tool call that may become one)."""
 
-    def __init__(self, record: TaskRecord, capabilities: dict[str, Any]) -> None:
+    def __init__(self, record: TaskRecord) -> None:
         self.record = record
-        self.capabilities = capabilities
         self.scope = trio.CancelScope()
         self.decided = trio.Event()  # the request may answer now
         self.created = trio.Event()  # the record is durable
@@ -175,7 +174,7 @@ class TaskManager:
         s = self.settings
         record = TaskRecord(task_id=new_task_id(), owner=owner, tool=tool, created_at=now, updated_at=now,
                             ttl_ms=s.task_ttl_ms, poll_interval_ms=s.task_poll_interval_ms, runner=this_runner())
-        run = TaskRun(record, req.client_capabilities)
+        run = TaskRun(record)
         bind(run)
         self.running[record.task_id] = run
         self._nursery.start_soon(self._execute, run, invoke, deadline)

@@ -12,6 +12,8 @@ from typing import Any, Literal, Union
 
 import msgspec
 
+from ...protocol import jsonrpc
+
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
@@ -39,6 +41,11 @@ class TaskRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     def expires_at(self) -> float:
         return float("inf") if self.ttl_ms is None else self.created_at + self.ttl_ms / 1000
+
+    def fail(self, message: str, now: float) -> None:
+        """Mark the task failed from outside its run (its runner is gone): an internal error."""
+        self.status, self.status_message, self.updated_at = "failed", message, now
+        self.error, self.input_requests = {"code": jsonrpc.INTERNAL_ERROR, "message": message}, None
 
     def envelope(self) -> dict[str, Any]:
         """The Task fields every shape carries."""

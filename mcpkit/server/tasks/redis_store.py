@@ -152,8 +152,7 @@ class RedisTaskStore:
             record = await self.load(bytes(raw_id).decode())
             if record is None or record.status in TERMINAL:
                 continue
-            record.status, record.status_message, record.updated_at = "failed", message, now
-            record.error, record.input_requests = {"code": -32603, "message": message}, None
+            record.fail(message, now)
             await self._write(record)
             n += 1
         await self.link.call(lambda r: r.srem(self.k("tasks", "runners"), [runner]))

@@ -131,8 +131,7 @@ class SqliteTaskStore:
                 rows = c.execute(f"SELECT record FROM tasks WHERE runner = ? AND {_LIVE}", (runner,)).fetchall()
                 for (raw,) in rows:
                     rec = _decode_record(raw)
-                    rec.status, rec.status_message, rec.updated_at = "failed", message, now
-                    rec.error, rec.input_requests = {"code": -32603, "message": message}, None
+                    rec.fail(message, now)
                     c.execute("UPDATE tasks SET status = 'failed', record = ? WHERE task_id = ?", (_encode(rec), rec.task_id))
             return len(rows)
 

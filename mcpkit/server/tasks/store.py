@@ -104,8 +104,7 @@ class MemoryTaskStore:
         n = 0
         for t in self._tasks.values():
             if t.runner == runner and t.status not in TERMINAL:
-                t.status, t.status_message, t.updated_at = "failed", message, now
-                t.error, t.input_requests = {"code": -32603, "message": message}, None
+                t.fail(message, now)
                 n += 1
         return n
 
