@@ -61,3 +61,33 @@ def test_word_vectors_never_add_candidates() -> None:
     ops = [Operation("listDirectories", "GET", "/directories", summary="List directories"),
            Operation("getPizza", "GET", "/pizzas/{id}", summary="Get a pizza")]
     assert Searcher(ops).search("folder", 5) == []
+
+
+def test_threads_composing_unlisted_words_at_once_get_the_right_vectors() -> None:
+    """search_ids runs in worker threads: the first unlisted words may be composed by several
+    at once, while the tokenizer is still loading (this failed before it was published whole)."""
+    import sys
+
+    words = [f"zqx{i}webhookery" for i in range(100)] + ["logout", "webhooks", "unmute"]
+    expected = [wordvec.WordVectors.bundled().word(w) for w in words]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # hand the GIL over often, so the threads really interleave
+    try:
+        _compose_in_threads(words, expected)
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def _compose_in_threads(words: list[str], expected: list) -> None:
+    import threading
+
+    for _ in range(10):
+        vectors = wordvec.WordVectors.bundled()
+        got: list[list] = [[] for _ in range(8)]
+        threads = [threading.Thread(target=lambda out: out.extend(vectors.word(w) for w in words), args=(got[k],))
+                   for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(out == expected for out in got)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .wordpiece import MAX_TOKENS, WordPiece
+from .wordpiece import WordPiece
 
 log = logging.getLogger("mcpkit_openapi")
 

@@ -18,6 +18,7 @@ class WordPiece:
     then greedy longest-match WordPiece with ``##`` continuations."""
 
     def __init__(self, vocab: list[str]) -> None:
+        self.vocab = vocab  # id -> token
         self.ids = {tok: i for i, tok in enumerate(vocab)}
         self.unk = self.ids["[UNK]"]
         self.cls = self.ids["[CLS]"]

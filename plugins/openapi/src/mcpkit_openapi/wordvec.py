@@ -45,8 +45,7 @@ class WordVectors:
         self.index = {name: i for i, name in enumerate(names)}
         self._rows = memoryview(blob)[start + names_len:]
         self._cache: dict[str, array | None] = {}
-        self._pieces: WordPiece | None = None
-        self._tokens: list[str] = []
+        self._pieces: WordPiece | None = None  # loaded for the first unlisted word
 
     @classmethod
     def bundled(cls) -> WordVectors:
@@ -65,13 +64,11 @@ class WordVectors:
         if i is not None:
             vec: array | None = self._row(i)
         else:
-            if self._pieces is None:
-                self._pieces = WordPiece.bundled()
-                self._tokens = [""] * (max(self._pieces.ids.values()) + 1)
-                for token, n in self._pieces.ids.items():
-                    self._tokens[n] = token
-            rows = [self.index[t] for t in (self._tokens[n].removeprefix("##")
-                                             for n in self._pieces.word_ids(word)) if t in self.index]
+            pieces = self._pieces
+            if pieces is None:  # searches run in worker threads: publish it whole, in one step
+                pieces = self._pieces = WordPiece.bundled()
+            rows = [self.index[t] for t in (pieces.vocab[n].removeprefix("##")
+                                             for n in pieces.word_ids(word)) if t in self.index]
             vec = _unit(map(sum, zip(*(self._row(r) for r in rows)))) if rows else None
         if len(self._cache) < CACHE_WORDS:
             self._cache[word] = vec
