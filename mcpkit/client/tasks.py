@@ -20,7 +20,7 @@ StatusCallback = Callable[[dict[str, Any]], Awaitable[None] | None]
 
 
 class TaskCancelled(McpError):
-    code = "E108"
+    code = "E109"
     user_message = "The task was cancelled."
 
 
