@@ -35,7 +35,7 @@ FIXTURE_DIRS := examples/hello-plugin examples/conformance-server
 $(CONF_SITE)/.fixtures: $(STAMP) $(foreach d,$(FIXTURE_DIRS),$(d)/pyproject.toml) $(wildcard examples/hello-plugin/hello_plugin/*.py examples/conformance-server/mcpkit_conformance/*.py)
 	@rm -rf $(CONF_SITE)
 	@$(PY) -m pip install -qq --no-deps --target $(CONF_SITE) $(FIXTURE_DIRS) >&2
-	@touch $(CONF_SITE)/.stamp $@
+	@touch $@
 
 fixtures: $(CONF_SITE)/.fixtures
 
@@ -56,7 +56,7 @@ conformance-client: install
 	scripts/conformance client
 
 bench: install fixtures
-	PYTHONPATH=$(CONF_SITE) $(PY) bench/bench_stdio.py
+	$(PY) bench/bench_stdio.py
 
 # Wheels of mcpkit and the bundled plugins, for installing them outside this checkout
 # (docs/installing.md).
@@ -68,7 +68,7 @@ dist: install
 
 # HTTP: mcpkit (own server, and on hypercorn) against the official SDK, with wrk (installed
 # from Debian's packages when missing; that needs root).
-bench-http: install
+bench-http: install fixtures
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_http.py
 
@@ -76,7 +76,7 @@ bench-http: install
 # installed from Debian's packages when missing).
 bench-scaleout: install fixtures test-tools
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
-	PYTHONPATH=$(CONF_SITE) $(PY) bench/bench_scaleout.py
+	$(PY) bench/bench_scaleout.py
 
 # The fuzz and abuse campaign against real servers, 3 minutes per transport (a short run is in
 # `make test`). FUZZ_SECONDS and FUZZ_SEED change it; the report goes to .fuzz-report.json too.
