@@ -30,9 +30,10 @@ import sys
 import time
 from pathlib import Path
 
+from mcpkit_openapi.wordvec import DATA, MAGIC
+
 HERE = Path(__file__).resolve().parent
-OUT = HERE.parent / "src" / "mcpkit_openapi" / "data" / "word-vectors.bin"
-MAGIC = b"MKWV1\n"
+OUT = HERE.parent / "src" / "mcpkit_openapi" / DATA
 WORD = re.compile(r"[a-z]{3,}")
 
 

@@ -29,10 +29,9 @@ LOGGER = "mcpkit.invocations"
 _HANDLER_MARK = "_mcpkit_invocation_log"
 _DEFAULT_METHODS = ["tools/call", "resources/read", "prompts/get"]
 _DEFAULT_REDACT = ["password", "token", "secret", "api_key", "authorization"]
-_KEYS = {"enabled", "format", "file", "arguments", "redact", "methods"}
 
 
-class Options(msgspec.Struct, forbid_unknown_fields=True):
+class Options(msgspec.Struct):
     enabled: bool | str = "auto"
     format: str = "text"
     file: str | None = None
@@ -47,6 +46,9 @@ class Options(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError(f"format must be \"text\" or \"json\", got {self.format!r}")
         if self.arguments not in ("size", "names", "values"):
             raise ValueError(f"arguments must be \"size\", \"names\" or \"values\", got {self.arguments!r}")
+
+
+_KEYS = frozenset(Options.__struct_fields__)
 
 
 def options(config: dict[str, Any]) -> Options:

@@ -299,9 +299,7 @@ def read_spec_file(path: Path, max_bytes: int = MAX_SPEC_BYTES) -> bytes:
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except IsADirectoryError:
-        raise SpecError("is a directory, not a spec file") from None
-    except OSError as exc:
+    except OSError as exc:  # a directory opens, and is refused below as not a regular file
         raise SpecError(f"cannot read file: {exc.strerror or exc}") from None
     try:
         st = os.fstat(fd)
