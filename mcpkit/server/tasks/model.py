@@ -80,14 +80,18 @@ def new_task_id() -> str:
     return secrets.token_urlsafe(24)
 
 
-def _start_time() -> str:
-    """When this process started (clock ticks since boot), to tell it from a later one that got
-    the same pid."""
+def _proc_start_time(pid: int | str) -> str | None:
+    """When a process started (clock ticks since boot), to tell it from a later one that got the
+    same pid; None when it is gone (or there is no /proc)."""
     try:
-        with open(f"/proc/{os.getpid()}/stat", "rb") as fh:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
             return fh.read().rsplit(b")", 1)[1].split()[19].decode()
     except (OSError, IndexError):
-        return str(int(time.time()))
+        return None
+
+
+def _start_time() -> str:
+    return _proc_start_time(os.getpid()) or str(int(time.time()))
 
 
 _RUNNER = f"{socket.gethostname()}:{os.getpid()}:{_start_time()}"
@@ -111,8 +115,4 @@ def runner_alive(runner: str) -> bool | None:
     pid_s, _, started = rest.partition(":")
     if host != socket.gethostname() or not pid_s.isdigit():
         return None
-    try:
-        with open(f"/proc/{pid_s}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[19].decode() == started
-    except (OSError, IndexError):
-        return False
+    return _proc_start_time(pid_s) == started
