@@ -132,7 +132,7 @@ class Connecting:
             try:
                 await self._connect_legacy_sse(nursery)
             except ConnectionFailed as legacy:
-                if status != 404 or "(HTTP 404" not in str(legacy):
+                if status != 404 or legacy.http_status != 404:
                     raise
                 raise ConnectionFailed(
                     f"no MCP server at {self.target}: it answered HTTP 404 both to POST (Streamable HTTP) and "

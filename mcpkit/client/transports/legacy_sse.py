@@ -40,7 +40,9 @@ class LegacySseTransport(HttpBase):
         try:
             if resp.status_code != 200 or content_type(resp) != "text/event-stream":
                 err = await self.error_from(resp)
-                raise ConnectionFailed(f"GET {self.url} did not open an SSE stream ({err.message})")
+                failed = ConnectionFailed(f"GET {self.url} did not open an SSE stream ({err.message})")
+                failed.http_status = resp.status_code
+                raise failed
             decoder = SseDecoder()
             started = False
             deadline = trio.current_time() + self.endpoint_timeout
