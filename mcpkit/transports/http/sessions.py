@@ -324,13 +324,13 @@ class SessionManager:
         session.touch()
         return session
 
-    async def create(self, conn: ServerConnection) -> Session | None:
+    def create(self, conn: ServerConnection) -> Session | None:
         """A new session, evicting the longest-idle one when full; None if all are busy."""
         if self.shared is None and len(self.sessions) >= self.max:
             idle = [s for s in self.sessions.values() if s.active == 0]
             if not idle:
                 return None
-            await self.end(min(idle, key=lambda s: s.last_seen).id)
+            self.drop(min(idle, key=lambda s: s.last_seen).id)  # alone, ending is forgetting
         session = self._session(conn)
         self.sessions[session.id] = session
         return session
@@ -367,7 +367,4 @@ class SessionManager:
             cutoff = trio.current_time() - self.ttl
             for sid, session in list(self.sessions.items()):
                 if session.active == 0 and session.last_seen < cutoff:
-                    if self.shared is None:
-                        await self.end(sid)
-                    else:
-                        self.drop(sid)
+                    self.drop(sid)

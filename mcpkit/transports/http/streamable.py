@@ -166,7 +166,7 @@ class Streamable:
         if not isinstance(msg, Message) or msg.method != "initialize" or not msg.is_request:
             await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required (or send initialize to open a session)"))
             return
-        session = await self.sessions.create(self.app.new_connection())
+        session = self.sessions.create(self.app.new_connection())
         if session is not None and ex.principal is not None:
             session.owner = ex.principal.owner  # only its owner may use it
         if session is None:
