@@ -127,13 +127,7 @@ class Client(Connecting):
         raise BadResponse(f"the server still wanted input after {self.settings.max_input_rounds} rounds")
 
     async def _answer_inputs(self, session: Session, params: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-        requests = result.get("inputRequests") if isinstance(result.get("inputRequests"), dict) else {}
-        responses: dict[str, Any] = {}
-        for key, req in requests.items():
-            if not isinstance(req, dict) or not isinstance(req.get("method"), str):
-                raise BadResponse(f"input request {key!r} is not a request object")
-            inner = req.get("params") if isinstance(req.get("params"), dict) else {}
-            responses[key] = await session.answer(req["method"], inner)
+        responses = await session.answer_requests(result.get("inputRequests"))
         retry = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState", "_meta")}
         if responses:
             retry["inputResponses"] = responses

@@ -346,6 +346,19 @@ class Session:
             value = await value
         return value
 
+    async def answer_requests(self, requests: Any, *, skip: Any = (), kind: str = "input request") -> dict[str, Any]:
+        """Answers to a map of input requests (MRTR or a task's), keyed as asked; keys in
+        ``skip`` were answered before."""
+        responses: dict[str, Any] = {}
+        for key, req in (requests if isinstance(requests, dict) else {}).items():
+            if key in skip:
+                continue
+            if not isinstance(req, dict) or not isinstance(req.get("method"), str):
+                raise BadResponse(f"{kind} {key!r} is not a request object")
+            params = req.get("params") if isinstance(req.get("params"), dict) else {}
+            responses[key] = await self.answer(req["method"], params)
+        return responses
+
     async def aclose(self) -> None:
         await self.transport.aclose()
         self._events_in.close()

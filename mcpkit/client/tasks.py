@@ -84,15 +84,8 @@ class TaskHandle:
                 await trio.sleep(self.poll_interval)
 
     async def _answer(self, requests: Any) -> None:
-        session = self.client._ready_session()
-        responses: dict[str, Any] = {}
-        for key, req in (requests or {}).items():
-            if key in self._answered:
-                continue
-            if not isinstance(req, dict) or not isinstance(req.get("method"), str):
-                raise BadResponse(f"task input request {key!r} is not a request object")
-            params = req.get("params") if isinstance(req.get("params"), dict) else {}
-            responses[key] = await session.answer(req["method"], params)
+        responses = await self.client._ready_session().answer_requests(
+            requests, skip=self._answered, kind="task input request")
         if responses:
             await self.client.request("tasks/update", {"taskId": self.task_id, "inputResponses": responses})
             self._answered.update(responses)
