@@ -47,10 +47,10 @@ def stateless(srv: HttpServer, method: str, params: dict, token: str | None, nam
 def challenge(headers: dict[str, str]) -> dict[str, str]:
     value = headers["www-authenticate"]
     assert value.startswith("Bearer ")
-    from mcpkit.client.oauth.challenge import bearer_challenge
+    from mcpkit.client.oauth.flow import auth_challenge
 
-    found = bearer_challenge(value)
-    assert found is not None
+    found, dpop = auth_challenge(value)
+    assert found is not None and found.scheme == "bearer" and not dpop
     return found.params
 
 

@@ -22,12 +22,10 @@ class ProgressDisplay:
         self.tty = self.stream.isatty() if tty is None else tty
         self._bar: Any = None
         self._counter_shown = False
-        self.updates = 0
 
     def __call__(self, progress: Any, total: Any = None, message: Any = None) -> None:
         if not isinstance(progress, (int, float)):
             return
-        self.updates += 1
         total = total if isinstance(total, (int, float)) and total > 0 else None
         text = message if isinstance(message, str) else ""
         if not self.tty:

@@ -53,11 +53,3 @@ def parse_challenges(header: str) -> list[Challenge]:
                 if nxt and not _PARAM.match(text, pos):
                     break  # the next challenge starts here
     return out
-
-
-def bearer_challenge(header: str | None) -> Challenge | None:
-    """The ``Bearer`` challenge of a response, if it has one."""
-    for c in parse_challenges(header or ""):
-        if c.scheme == "bearer":
-            return c
-    return None
