@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..server.app import App
+from ..server.registry import KIND_GROUPS
 from .naming import resolution_hint
-
-_KINDS = {"tool": "tools", "resource": "resources", "prompt": "prompts"}
 
 
 def plugin_rows(app: App) -> list[dict[str, Any]]:
@@ -25,7 +24,7 @@ def plugin_rows(app: App) -> list[dict[str, Any]]:
             kind, name, keeper = clash["kind"], clash["name"], clash["plugin"]
             hint = resolution_hint(kind, name, info.name)
             row = by_name[info.name]
-            row[_KINDS[kind]].append(name)
+            row[KIND_GROUPS[kind]].append(name)
             row["conflicts"].append({"kind": kind, "name": name, "with": keeper, "served": False, "resolve": hint})
             if keeper in by_name:
                 by_name[keeper]["conflicts"].append({"kind": kind, "name": name, "with": info.name, "served": True,
@@ -42,7 +41,7 @@ def render_rows(rows: list[dict[str, Any]]) -> list[str]:
         if row["error"]:
             lines.append(f"  ERROR: {row['error']}")
         clashing = {(c["kind"], c["name"]) for c in row["conflicts"]}
-        for kind, key in _KINDS.items():
+        for kind, key in KIND_GROUPS.items():
             if row[key]:
                 names = [f"{n} [CONFLICT]" if (kind, n) in clashing else n for n in row[key]]
                 lines.append(f"  {key}: {', '.join(names)}")

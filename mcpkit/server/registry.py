@@ -26,6 +26,10 @@ class DuplicateName(Exception):
         self.kind, self.name, self.first, self.second = kind, name, first, second
 
 
+#: an item kind -> the name of its group in listings ("tool" -> "tools")
+KIND_GROUPS = {"tool": "tools", "resource": "resources", "prompt": "prompts"}
+
+
 @dataclass
 class Registry:
     tools: dict[str, ToolDef] = field(default_factory=dict)
@@ -71,11 +75,10 @@ class Registry:
         return None
 
     def items_of(self, plugin: str) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {"tools": [], "resources": [], "prompts": []}
-        kinds = {"tool": "tools", "resource": "resources", "prompt": "prompts"}
+        out: dict[str, list[str]] = {group: [] for group in KIND_GROUPS.values()}
         for (kind, name), owner in self.owner.items():
             if owner == plugin:
-                out[kinds[kind]].append(name)
+                out[KIND_GROUPS[kind]].append(name)
         return out
 
 
