@@ -155,13 +155,12 @@ def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
 def _check_plugins(names: tuple[str, ...]) -> None:
     if not names:
         return
-    from .plugins.loader import discover
+    from .plugins.loader import discover, unknown_plugins
 
     installed = {ep.name for ep in discover()}
     unknown = [n for n in names if n not in installed]
     if unknown:
-        raise click.BadParameter(f"no installed plugin named {', '.join(map(repr, unknown))} "
-                                 f"(installed: {', '.join(sorted(installed)) or 'none'})", param_hint="--plugin")
+        raise click.BadParameter(unknown_plugins(unknown, sorted(installed)), param_hint="--plugin")
 
 
 @click.command("install")

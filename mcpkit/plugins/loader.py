@@ -47,6 +47,12 @@ def discover() -> list[EntryPoint]:
     return [seen[name] for name in sorted(seen)]
 
 
+def unknown_plugins(unknown: Iterable[str], installed: Iterable[str]) -> str:
+    """The error for plugin names that are not installed (the installed ones listed)."""
+    return (f"no installed plugin named {', '.join(repr(n) for n in unknown)} "
+            f"(installed: {', '.join(installed) or 'none'})")
+
+
 def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool = False,
          unknown_names: str = "warn") -> Loaded:
     """Import the selected plugins and register them with a plugin manager.
@@ -59,8 +65,7 @@ def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool 
     eps = discover()
     unknown = (only | disable) - {ep.name for ep in eps}
     if unknown:
-        msg = (f"no installed plugin named {', '.join(repr(n) for n in sorted(unknown))} "
-               f"(installed: {', '.join(ep.name for ep in eps) or 'none'})")
+        msg = unknown_plugins(sorted(unknown), [ep.name for ep in eps])
         if strict or unknown_names == "error" or (only and only <= unknown):
             raise PluginError(msg)
         log.warning(msg)
