@@ -25,6 +25,13 @@ def _with_fixture_site() -> None:
 
 _with_fixture_site()
 
+# Every server the suite starts keeps its data (task stores, indexes) in a folder of this run,
+# never in the user's data dir that other runs and other checkouts share.
+if "MCPKIT_DATA_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["MCPKIT_DATA_DIR"] = tempfile.mkdtemp(prefix="mcpkit-test-data-")
+
 #: Both HTTP servers run the HTTP test modules: mcpkit's own (the default) and hypercorn.
 HTTP_SERVERS = ("mcpkit", "hypercorn")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -40,6 +41,21 @@ _decode_record = msgspec.json.Decoder(TaskRecord).decode
 _decode_inbox = msgspec.json.Decoder(dict[str, Any]).decode
 
 
+def _use_wal(conn: sqlite3.Connection, attempts: int = 50) -> None:
+    """Switch the file to WAL. Two servers opening one new store at once can find it locked
+    while the other sets it up (SQLite does not wait on every lock a journal-mode change
+    takes), so a busy answer is retried for a few seconds rather than failing the start."""
+    for attempt in range(attempts):
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.1)
+
+
 class SqliteTaskStore:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
@@ -56,7 +72,7 @@ class SqliteTaskStore:
         def connect() -> sqlite3.Connection:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-            conn.execute("PRAGMA journal_mode=WAL")
+            _use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
             return conn
