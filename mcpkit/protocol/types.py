@@ -129,6 +129,17 @@ class StatelessMeta(msgspec.Struct, kw_only=True):
     progressToken: Union[ProgressToken, UnsetType] = UNSET
 
 
+#: Each request method's params type: a request's params are decoded into it once
+#: (``RequestReceived.params_as``); methods not named here decode as bare :class:`Params`.
+PARAMS_TYPES: dict[str, type[Params]] = {
+    "tools/call": CallToolParams, "prompts/get": GetPromptParams, "resources/read": ReadResourceParams,
+    "tools/list": PaginatedParams, "prompts/list": PaginatedParams, "resources/list": PaginatedParams,
+    "resources/templates/list": PaginatedParams, "completion/complete": CompleteParams,
+    "tasks/get": TaskParams, "tasks/update": UpdateTaskParams, "tasks/cancel": TaskParams,
+    "subscriptions/listen": ListenParams,
+}
+
+
 class MetaOnly(msgspec.Struct):
     """Just enough of any request's params to route it."""
 

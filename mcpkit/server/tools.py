@@ -11,6 +11,8 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 import msgspec
 import msgspec.structs
 
+from ..protocol import http_rules
+
 from ..protocol.types import CONTENT_TYPES, EmbeddedResource, TextContent
 from .schema import checked_schema, explain, inline_schema, is_object_schema, param_struct, unwrap_optional, untyped_parameters
 
@@ -75,6 +77,8 @@ class ToolDef:
         self.input_schema.setdefault("properties", {})
         self._fields = self.args_type.__struct_fields__
         self.output_schema, self._wrap_output = _output_schema(fn)
+        #: arguments the Streamable HTTP binding mirrors into ``Mcp-Param-*`` headers
+        self.header_params = http_rules.header_params(self.input_schema)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
