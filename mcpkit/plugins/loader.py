@@ -11,7 +11,7 @@ from typing import Any, Iterable
 import pluggy
 
 from ..server.app import App, PluginInfo
-from ..server.errors import DefinitionError
+from ..server.errors import DefinitionError, PluginError
 from ..server.middleware import Chain, MiddlewareDef
 from ..server.registry import DuplicateName, Registry
 from ..server.resources import ResourceDef
@@ -24,10 +24,6 @@ from .naming import RESERVED, Naming, resolution_hint
 log = logging.getLogger("mcpkit.plugins")
 GROUP = "mcpkit.plugins"
 _ITEM_HOOKS = ("mcpkit_tools", "mcpkit_resources", "mcpkit_prompts", "mcpkit_completions")
-
-
-class PluginError(Exception):
-    """A plugin could not be loaded and --strict was given, or two plugins clash."""
 
 
 __all__ = ["PluginError", "Loaded", "discover", "load", "load_objects", "build_app", "lifespans", "cli_commands"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import typing
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 import trio
@@ -11,10 +10,12 @@ from ..protocol import jsonrpc
 from ..protocol.connection import RequestReceived, ResponseReceived
 from ..protocol.types import LOG_LEVELS
 from .errors import InputRequired, MissingCapability
+from .schema import Injected
 
 if TYPE_CHECKING:
-    from .app import App
-    from .tasks.manager import TaskRun
+    from .mrtr import StateSealer
+    from .registry import ChangeHub
+    from .tasks.manager import TaskManager, TaskRun
 
 _CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 _RESPONSE_KEYS = {"elicitation/create": "action", "sampling/createMessage": "content", "roots/list": "roots"}
@@ -79,12 +80,22 @@ class InFlight:
         return True
 
 
-class Context:
+class ContextServices(Protocol):
+    """What a context needs of the server: the task manager (progress, input and escalation
+    of calls running as tasks), the sealer of multi-round-trip state, and the change hub. The
+    application object offers all three."""
+
+    tasks: "TaskManager"
+    sealer: "StateSealer"
+    hub: "ChangeHub"
+
+
+class Context(Injected):
     """Progress, logging, client input and identity for the request being served."""
 
     def __init__(
         self,
-        app: "App",
+        app: ContextServices,
         request: RequestReceived,
         peer: Peer,
         *,
@@ -307,11 +318,4 @@ class SyncContext:
         trio.from_thread.check_cancelled()
 
 
-def is_context_annotation(ann: Any) -> bool:
-    """True for ``Context`` and ``Context | None``."""
-    if ann is Context:
-        return True
-    return any(a is Context for a in typing.get_args(ann)) and typing.get_origin(ann) is not None
-
-
-__all__ = ["Context", "InFlight", "PendingRequests", "Peer", "PeerError", "SyncContext", "is_context_annotation"]
+__all__ = ["Context", "ContextServices", "InFlight", "PendingRequests", "Peer", "PeerError", "SyncContext"]

@@ -14,7 +14,7 @@ import msgspec.structs
 from ..protocol import http_rules
 
 from ..protocol.types import CONTENT_TYPES, EmbeddedResource, TextContent
-from .schema import checked_schema, explain, inline_schema, is_object_schema, param_struct, unwrap_optional, untyped_parameters
+from .schema import checked_schema, explain, inline_schema, is_object_schema, is_injected_annotation, param_struct, unwrap_optional, untyped_parameters
 
 
 TaskSupport = Literal["optional", "required", None]
@@ -49,7 +49,6 @@ class ToolDef:
         task: TaskSupport = None,
     ) -> None:
         from .auth import normalize_scopes
-        from .context import is_context_annotation  # context imports tools' neighbours
 
         self.fn = fn
         self.name = name or fn.__name__
@@ -68,7 +67,7 @@ class ToolDef:
         #: may this tool answer with a task (the tasks extension)? "required": only as one
         self.task = task
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.args_type, self.context_param, _ = param_struct(fn, _camel(self.name), is_context_annotation)
+        self.args_type, self.context_param, _ = param_struct(fn, _camel(self.name), is_injected_annotation)
         schema = checked_schema(self.args_type, f"tool {self.name!r}")
         self.input_schema = input_schema if input_schema is not None else schema
         #: parameters without a type hint (reported when the plugin loads)

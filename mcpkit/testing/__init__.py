@@ -43,7 +43,7 @@ def build_app(plugins: PluginsArg, config: Mapping[str, Any] | str | os.PathLike
 
     ``config`` has the config file's shape (``{"server": {...}, "plugins": {"NAME": {...}}}``) or
     names a TOML file. With ``strict`` (the default here) a load-time mistake raises
-    :class:`mcpkit.plugins.loader.PluginError` instead of being logged.
+    :class:`mcpkit.PluginError` instead of being logged.
     """
     cfg = _config(config)
     # tasks live in memory unless the config says otherwise: tests leave no store behind
