@@ -16,19 +16,15 @@ import trio
 from ..protocol import jsonrpc
 from ..protocol.framing import LineSplitter, Oversized
 from ..protocol.jsonrpc import ProtocolError
-from ..protocol.connection import (
-    Batch, CancelRequested, Event, NotificationReceived, Reply, RequestReceived, ResponseReceived, ServerConnection,
-)
+from ..protocol.jsonrpc import Answer
+from ..protocol.session import Run, ServerSession
 from ..server.app import App
-from ..server.context import InFlight, PendingRequests
 from ..server.dispatch import Dispatcher
-from ..server.errors import busy
+from ..server.session_runner import SessionRunner
 
 log = logging.getLogger("mcpkit.stdio")
 READ_SIZE = 65536
 EOF_GRACE_S = 2.0
-#: A fixed name for request tasks spares trio from formatting one per spawn.
-_TASK_NAME = "mcpkit.stdio.request"
 
 
 class _Out:
@@ -76,27 +72,45 @@ class _FdOut(_Out):
                     raise trio.BrokenResourceError(str(exc)) from None
 
 
-class StdioSession:
-    """One stdio process = one connection; every request runs in its own task."""
+class _StdoutOutlet:
+    """stdio's outlet: every message of every request, and every answer, is a line on stdout."""
 
-    def __init__(self, app: App, out: _Out) -> None:
-        self.app = app
+    can_ask = True
+
+    def __init__(self, out: _Out) -> None:
         self.out = out
-        self.conn: ServerConnection = app.new_connection()
-        self.conn.owner = f"stdio:{secrets.token_hex(8)}"  # one process, one client: its tasks are its own
-        self.dispatcher = Dispatcher(app)
-        self.in_flight = InFlight()
-        self.pending = PendingRequests()
-        self.running = 0  # requests (and batches) being served
 
-    # Peer protocol (one peer serves every request on stdio)
-    async def notify(self, data: bytes) -> None:
+    def channel(self, run: Run) -> "_StdoutOutlet":
+        return self  # one pipe carries everything
+
+    async def message(self, data: bytes) -> None:
         await self.out.write(data)
 
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        return await self.pending.ask(self.conn.next_request_id(), self.out.write, method, params)
+    async def answer(self, answer: Answer) -> None:
+        await self.out.write(answer.encode())
 
-    async def take(self, line: bytes | Oversized, nursery: trio.Nursery) -> None:
+    async def reply(self, answer: Answer, origin: Any) -> None:
+        await self.out.write(answer.encode())
+
+    async def send_batch(self, answers: list[Answer], origin: Any) -> None:
+        await self.out.write(jsonrpc.encode_batch([a.encode() for a in answers]))
+
+    async def elsewhere(self, action: Any) -> None:
+        return None  # one process, one client: nothing runs anywhere else
+
+
+class StdioSession:
+    """One stdio process = one session; every request runs in its own task in ``nursery``."""
+
+    def __init__(self, app: App, out: _Out, nursery: trio.Nursery) -> None:
+        self.app = app
+        self.out = out
+        conn = app.new_connection()
+        conn.owner = f"stdio:{secrets.token_hex(8)}"  # one process, one client: its tasks are its own
+        self.core = ServerSession(conn, max_running=app.settings.max_concurrent_requests)
+        self.runner = SessionRunner(self.core, Dispatcher(app), _StdoutOutlet(out), nursery)
+
+    async def take(self, line: bytes | Oversized) -> None:
         """One input line: answer it, or start serving it."""
         if isinstance(line, Oversized):
             limit = self.app.settings.max_message_bytes
@@ -104,61 +118,13 @@ class StdioSession:
             err = ProtocolError(jsonrpc.INVALID_REQUEST, f"Invalid Request: the message is larger than the limit of {limit} bytes (max_message_bytes)")
             await self.out.write(jsonrpc.encode_error(None, err))
             return
-        await self.handle(self.conn.receive(line), nursery)
-
-    async def handle(self, events: list[Event], nursery: trio.Nursery) -> None:
-        for ev in events:
-            if isinstance(ev, RequestReceived):
-                if self.running >= self.app.settings.max_concurrent_requests:
-                    await self.out.write(jsonrpc.encode_error(ev.id, busy(self.app.settings.max_concurrent_requests)))
-                    continue
-                self.running += 1
-                nursery.start_soon(self._serve, ev, name=_TASK_NAME)
-            elif isinstance(ev, Reply):
-                await self.out.write(ev.data)
-            elif isinstance(ev, CancelRequested):
-                self.in_flight.cancel(ev.request_id)
-            elif isinstance(ev, ResponseReceived):
-                self.pending.deliver(ev)
-            elif isinstance(ev, Batch):
-                self.running += 1
-                nursery.start_soon(self._serve_batch, ev)
-            elif isinstance(ev, NotificationReceived):
-                pass  # roots/list_changed, progress from the client: nothing to do
-
-    async def _serve(self, req: RequestReceived) -> None:
-        try:
-            data = await self.dispatcher.handle(req, self, self.in_flight)
-            if data is not None:
-                await self.out.write(data)
-        finally:
-            self.running -= 1
-
-    async def _serve_batch(self, batch: Batch) -> None:
-        answers: list[bytes] = []
-
-        async def one(req: RequestReceived) -> None:
-            data = await self.dispatcher.handle(req, self, self.in_flight)
-            if data is not None:
-                answers.append(data)
-
-        async with trio.open_nursery() as nursery:
-            for ev in batch.events:
-                if isinstance(ev, RequestReceived):
-                    nursery.start_soon(one, ev)
-                elif isinstance(ev, Reply):
-                    answers.append(ev.data)
-                else:
-                    await self.handle([ev], nursery)
-        self.running -= 1
-        if answers:
-            await self.out.write(jsonrpc.encode_batch(answers))
+        await self.runner.feed(line)
 
     async def forward_changes(self) -> None:
         """Handshake era: send list_changed / resources/updated to an initialized client."""
         with self.app.hub.listen() as events:
             async for event, arg in events:
-                notice = self.conn.change_notice(event, arg)
+                notice = self.core.conn.change_notice(event, arg)
                 if notice is not None:
                     await self.out.write(notice)
 
@@ -252,18 +218,18 @@ async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, std
         read: Callable[[], Awaitable[bytes]] = functools.partial(stdin.receive_some, READ_SIZE)
     else:
         out, read = _stdout_writer(), _stdin_reader()
-    session = StdioSession(app, out)
     try:
         async with trio.open_nursery() as outer:
             outer.start_soon(_on_signal, outer.cancel_scope)
             async with trio.open_nursery() as nursery:
+                session = StdioSession(app, out, nursery)
                 nursery.start_soon(session.forward_changes)
                 lines = LineSplitter(app.settings.max_message_bytes)
                 while chunk := await read():
                     for line in lines.feed(chunk):
-                        await session.take(line, nursery)
+                        await session.take(line)
                 for line in lines.rest():
-                    await session.take(line, nursery)
+                    await session.take(line)
                 # EOF: give in-flight requests a moment to answer, then cancel them
                 app.hub.close()
                 nursery.cancel_scope.deadline = trio.current_time() + EOF_GRACE_S
