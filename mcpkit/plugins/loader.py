@@ -177,10 +177,17 @@ def call_for(pm: pluggy.PluginManager, hook: str, plugin: str, config: Config) -
 
 
 def call_order(pm: pluggy.PluginManager, hook: str) -> list[str]:
-    """The plugins implementing ``hook``, in the order pluggy calls them (``tryfirst`` first,
-    ``trylast`` last, otherwise the later registered first... as pluggy orders them)."""
+    """The plugins implementing ``hook``, ``tryfirst`` ones first and ``trylast`` ones last, as
+    pluggy orders them; among equals they keep the order they were loaded in (pluggy itself
+    would call the last registered first, which would reverse every listing)."""
     impls = [i for i in getattr(pm.hook, hook).get_hookimpls() if not (i.wrapper or i.hookwrapper)]
-    return [i.plugin_name for i in reversed(impls)]
+    loaded = [name for name, _ in pm.list_name_plugin()]
+
+    def rank(impl: Any) -> tuple[int, int]:
+        group = 0 if impl.tryfirst else 2 if impl.trylast else 1
+        return group, loaded.index(impl.plugin_name) if impl.plugin_name in loaded else len(loaded)
+
+    return [i.plugin_name for i in sorted(impls, key=rank)]
 
 
 def _flat(results: list[Any], hook: str) -> list[Any]:
