@@ -11,7 +11,8 @@ from .._version import __version__
 from ..protocol.connection import ServerConnection
 from .middleware import Chain
 from .mrtr import StateSealer
-from .registry import ChangeHub, Registry
+from .changes import ChangeHub
+from .registry import Registry
 from .settings import Settings
 from .tasks.manager import TASKS_EXTENSION, TaskManager
 from .data_dir import data_dir

@@ -14,7 +14,7 @@ from .schema import Injected
 
 if TYPE_CHECKING:
     from .mrtr import StateSealer
-    from .registry import ChangeHub
+    from .changes import ChangeHub
     from .tasks.manager import TaskManager, TaskRun
 
 _CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
