@@ -19,6 +19,8 @@ ACCEPT = "application/json, text/event-stream"
 
 
 class HttpServer:
+    host = "127.0.0.1"  # or ::1, when started with --host ::1
+
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen([MCPKIT, "serve", "--transport", "http", "--port", "0", *args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -26,7 +28,6 @@ class HttpServer:
         self.stderr = b""
         found = threading.Event()
         self.port = 0
-        self.host = "127.0.0.1"  # or ::1, when started with --host ::1
 
         def pump() -> None:
             assert self.proc.stderr is not None
