@@ -106,7 +106,9 @@ def _env_list(name: str) -> list[str]:
                    "(see docs/auth.md; the rest of [server.auth] comes from the config file or MCPKIT_AUTH__* variables).")
 @click.option("--auth-issuer", metavar="URL", default=None, help="The authorization server whose tokens are accepted.")
 @click.option("--auth-resource", metavar="URL", default=None,
-              help="This server's canonical URL, e.g. https://mcp.example.com/mcp (tokens must be issued for it).")
+              help="This server's canonical URL, e.g. https://mcp.example.com/mcp (tokens must be issued for it). "
+                   "Required with authorization unless --host is loopback; there it defaults to the bound "
+                   "http(s)://127.0.0.1:PORT/mcp (or localhost:PORT).")
 @click.option("--workers", type=int, default=None, help="HTTP worker processes [default: 1].")
 @click.option("--state", metavar="URL", default=None,
               help="Share sessions, streams, notifications and tasks with other processes through Redis: "

@@ -38,6 +38,8 @@ class Exchange:
     query: bytes
     headers: dict[str, str]
     client: tuple[str, int] | None
+    #: the address the request came in on (this server's socket), when the server says
+    local: tuple[str, int] | None = None
     http_version: str = "1.1"
     root_path: str = ""  # where the app is mounted behind a proxy (ASGI root_path)
     #: who is asking (a verified bearer identity), set before the route runs; None when the
@@ -90,6 +92,7 @@ class AsgiExchange(Exchange):
         self.query = scope.get("query_string", b"")
         self.headers = header_map(scope["headers"])
         self.client = scope.get("client")
+        self.local = scope.get("server")
         self.http_version = scope.get("http_version", "1.1")
         self.root_path = scope.get("root_path", "")
         self._disconnected = False
