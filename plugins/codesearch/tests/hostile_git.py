@@ -80,10 +80,16 @@ class Scene:
         return sorted(p.name for p in self.markers.iterdir())
 
 
-def make_scene(base: Path) -> Scene:
+def make_scene(base: Path, above_root: bool = False) -> Scene:
+    """With `above_root`, `base` itself is a repository (naming a program) whose commit holds
+    `allowed/above.txt` with the secret: git run in `allowed/` would find and use it."""
     allowed, outside, markers = base / "allowed", base / "outside", base / "markers"
     for d in (allowed, outside, markers):
         d.mkdir(parents=True, exist_ok=True)
+    if above_root:
+        new_repo(base, {"allowed/above.txt": f"{SECRET} committed above the root\n"})
+        write(allowed, "above.txt", "the work tree copy is harmless\n")
+        git(base, "config", "core.fsmonitor", f"touch {shlex.quote(str(markers / 'above-root-fsmonitor'))}; false")
     files = {"s.txt": f"{SECRET} in a repository outside the roots\n"}
     commit = new_repo(outside / "secret", files)
     git(outside / "secret", "gc", "-q")  # packed
@@ -97,7 +103,7 @@ class Case:
     name: str
     repository: Path
     ref: str | None
-    roots: tuple[Path, ...]
+    roots: tuple[Path, ...]  # the server's roots: always (scene.allowed,)
     refused: bool | None  # True: must be refused; False: must be indexed; None: either
 
 
@@ -163,7 +169,8 @@ def every_program_ref(scene: Scene, d: Path) -> Case:
     return Case("every_program_ref", every_program(scene, d).repository, "HEAD", (scene.allowed,), False)
 
 
-def _promisor(scene: Scene, d: Path) -> None:
+def promisor_clone(scene: Scene, d: Path) -> None:
+    """A partial clone of a repository outside: its blobs would be fetched when first read."""
     server = scene.outside / f"promisor-{d.name}"
     new_repo(server, {"big.txt": "fetched lazily\n"})
     git(server, "config", "uploadpack.allowFilter", "true")
@@ -172,13 +179,13 @@ def _promisor(scene: Scene, d: Path) -> None:
 
 
 def promisor_uploadpack(scene: Scene, d: Path) -> Case:
-    _promisor(scene, d)
+    promisor_clone(scene, d)
     git(d, "config", "remote.origin.uploadpack", f"{scene.command('remote.origin.uploadpack')}; git-upload-pack")
     return Case("promisor_uploadpack", d, "origin/main", (scene.allowed,), None)
 
 
 def promisor_ssh(scene: Scene, d: Path) -> Case:
-    _promisor(scene, d)
+    promisor_clone(scene, d)
     git(d, "config", "remote.origin.url", "ssh://git.example.invalid/repo.git")
     git(d, "config", "core.sshCommand", scene.command("core.sshCommand"))
     git(d, "config", "protocol.ssh.allow", "always")
@@ -186,24 +193,21 @@ def promisor_ssh(scene: Scene, d: Path) -> Case:
 
 
 def promisor_ext(scene: Scene, d: Path) -> Case:
-    _promisor(scene, d)
+    promisor_clone(scene, d)
     marker = str(scene.markers / "ext-transport").replace(" ", "% ")
     git(d, "config", "remote.origin.url", f"ext::touch {marker}")
     git(d, "config", "protocol.ext.allow", "always")
     return Case("promisor_ext", d, "origin/main", (scene.allowed,), None)
 
 
-def fsmonitor_above_root(scene: Scene, d: Path) -> Case:
-    """The repository is the allowed root's parent: git would find it, the server must not."""
-    new_repo(d, {"inner/s.txt": f"{SECRET} committed above the root\n"})
-    git(d, "config", "core.fsmonitor", scene.command("above-root-fsmonitor"))
-    write(d, "inner/s.txt", "the work tree copy is harmless\n")
-    return Case("fsmonitor_above_root", d / "inner", None, ((d / "inner").resolve(),), False)
+def plain_directory(scene: Scene, d: Path) -> Case:
+    """No repository of its own: in a scene made with `above_root`, git would use the one above."""
+    write(d, "a.txt", "plain\n")
+    return Case("plain_directory", d, None, (scene.allowed,), False)
 
 
-def ref_above_root(scene: Scene, d: Path) -> Case:
-    case = fsmonitor_above_root(scene, d)
-    return Case("ref_above_root", case.repository, "HEAD", case.roots, True)
+def plain_directory_ref(scene: Scene, d: Path) -> Case:
+    return Case("plain_directory_ref", plain_directory(scene, d).repository, "HEAD", (scene.allowed,), True)
 
 
 # -- builders: repositories that reach outside the roots -----------------------------------------
@@ -316,7 +320,7 @@ def submodule_outside(scene: Scene, d: Path) -> Case:
 Builder = Callable[[Scene, Path], Case]
 EXECUTION_VECTORS: tuple[Builder, ...] = (
     fsmonitor, fsmonitor_included, every_program, every_program_ref, promisor_uploadpack,
-    promisor_ssh, promisor_ext, fsmonitor_above_root, ref_above_root)
+    promisor_ssh, promisor_ext, plain_directory, plain_directory_ref)
 #: repositories git would read from outside the roots: refused
 REFUSED_VECTORS: tuple[Builder, ...] = (
     gitdir_file, gitdir_file_worktree, gitdir_file_relative, dotgit_symlink, commondir,

@@ -58,12 +58,17 @@ def test_a_partial_clone_does_not_fetch_what_it_lacks(engine: CodeSearch, scene:
     assert "could not fetch" in str(err.value) and scene.executions() == []
 
 
-def test_a_repository_above_the_root_is_not_used(engine: CodeSearch, scene: hg.Scene) -> None:
-    case = hg.fsmonitor_above_root(scene, scene.allowed / "above")
-    result = _index(engine, case)  # a plain directory: git would have found the parent repository
-    assert result.files_added == 1 and indexed_paths(engine, case.name) == {"s.txt"}
-    with pytest.raises(SourceError, match="is not inside a git work tree; a ref needs a git repository"):
-        _index(engine, hg.ref_above_root(scene, scene.allowed / "above2"))
+def test_a_repository_above_the_root_is_not_used(engine: CodeSearch, tmp_path: Path) -> None:
+    """git's discovery climbs from the indexed directory to a repository above the allowed root;
+    codesearch does not look above the roots, so the directory is a plain one."""
+    scene = hg.make_scene(tmp_path / "above", above_root=True)
+    plain = hg.plain_directory(scene, scene.allowed / "plain")
+    result = _index(engine, plain)
+    assert result.files_added == 1 and indexed_paths(engine, plain.name) == {"a.txt"}
+    for where in (plain.repository, scene.allowed):
+        with pytest.raises(SourceError, match="is not inside a git work tree; a ref needs a git repository"):
+            engine.index(str(where), ref="HEAD", project="above-ref", roots=plain.roots)
+    assert _index(engine, hg.Case("root", scene.allowed, None, plain.roots, False)).files_added == 2
     assert scene.executions() == [] and not _secret_served(engine)
 
 
