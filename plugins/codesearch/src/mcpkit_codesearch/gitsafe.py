@@ -54,7 +54,7 @@ OVERRIDES: tuple[str, ...] = (
     "submodule.recurse=false",
 )
 
-#: A git command that takes longer is killed: a FIFO where git expects a file (config, index,
+#: `run` kills a git command that takes longer: a FIFO where git expects a file (config, index,
 #: a .gitignore) blocks it for ever.
 GIT_TIMEOUT_S = 300.0
 #: Depth of alternates of alternates git follows.
