@@ -10,28 +10,19 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from .helpers import ROOT
+from .project_venv import plugin_names
 from .test_plugins import make_dist
-
-
-def bundled_plugins() -> list[str]:
-    """The entry-point names of the plugins under plugins/: what the project ships."""
-    names: list[str] = []
-    for pyproject in sorted((ROOT / "plugins").glob("*/pyproject.toml")):
-        project = tomllib.loads(pyproject.read_text())["project"]
-        names.extend(project["entry-points"]["mcpkit.plugins"])
-    return names
 
 
 def list_strict(site: Path, *extra_paths: Path) -> subprocess.CompletedProcess[str]:
     """`mcpkit plugins --strict` over the bundled plugins, with ``site`` (and ``extra_paths``) first."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in (site, *extra_paths))}
-    selection = [arg for name in bundled_plugins() for arg in ("--plugin", name)]
+    selection = [arg for name in plugin_names("plugins") for arg in ("--plugin", name)]
     return subprocess.run([sys.executable, "-m", "mcpkit.cli", "plugins", "--strict", *selection],
                           capture_output=True, text=True, env=env, timeout=60,
                           cwd=site.parent)  # not the checkout: its folder would come first on sys.path

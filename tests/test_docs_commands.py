@@ -7,7 +7,7 @@ suite, so a new command in the docs is either checked or knowingly left out.
 
 The only edits made to a block: the docs' placeholders (`/path/to/mcpkit`, `URL`) and port 8000
 become this checkout and the test server, and the example config's `/data/` folder becomes a
-temporary one.
+temporary one. `.venv` is the test venv without plugins from outside the project (project_venv).
 """
 
 from __future__ import annotations
@@ -16,18 +16,20 @@ import os
 import re
 import signal
 import subprocess
-import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from .helpers import ROOT
+from .conftest import FIXTURE_SITE
+from .helpers import MCPKIT, ROOT
 from .http_helpers import HttpServer
+from .project_venv import project_venv
+from .test_plugins import make_dist
 
 PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 BLOCK = re.compile(r"```sh\n(.*?)```", re.S)
-VENV = Path(sys.executable).parent.parent
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,11 @@ def example_config() -> str:
 
 
 @pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return project_venv(tmp_path_factory.mktemp("venv") / "venv")
+
+
+@pytest.fixture(scope="module")
 def doc_server(tmp_path_factory: pytest.TempPathFactory) -> HttpServer:
     """What the HTTP examples talk to: the hello fixture (greet) and codesearch (/mcp/search)."""
     data = tmp_path_factory.mktemp("server-data")
@@ -130,19 +137,21 @@ def doc_server(tmp_path_factory: pytest.TempPathFactory) -> HttpServer:
     server.proc.wait(30)
 
 
-def place(tmp: Path, example_config: str) -> tuple[dict[str, str], Path]:
-    """A fresh HOME and working folder (the checkout's .venv and fixtures linked in); the env."""
+def place(tmp: Path, example_config: str, venv: Path) -> tuple[dict[str, str], Path]:
+    """A fresh HOME and working folder (the project's .venv and fixtures linked in); the env:
+    the venv's commands first on PATH, the fixture plugins on PYTHONPATH (as `make test` sets it)."""
     home, work, data = tmp / "home", tmp / "work", tmp / "data"
     for folder in (home, work, data):
         folder.mkdir(parents=True)
-    (work / ".venv").symlink_to(VENV)
+    (work / ".venv").symlink_to(venv)
     (work / ".conformance").symlink_to(ROOT / ".conformance")
     config = example_config.replace("/data/", f"{data}/")
     (work / "mcpkit.toml").write_text(config)
     (home / "mcpkit.toml").write_text(config)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("MCPKIT_") and k not in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "APPDATA")}
-    env.update(HOME=str(home), PATH=f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}", MCPKIT_DATA_DIR=str(data))
+    env.update(HOME=str(home), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", MCPKIT_DATA_DIR=str(data),
+               PYTHONPATH=str(FIXTURE_SITE))
     return env, work
 
 
@@ -160,20 +169,20 @@ def assert_quiet(stderr: str, what: str, allowed: tuple[str, ...] = ()) -> None:
 
 
 @pytest.mark.parametrize("page, block", doc_blocks(), ids=lambda v: v if v.endswith(".md") else v.split("\n")[0][:40])
-def test_the_docs_commands_run(page: str, block: str, tmp_path: Path, example_config: str,
+def test_the_docs_commands_run(page: str, block: str, tmp_path: Path, example_config: str, venv: Path,
                                doc_server: HttpServer) -> None:
     _, plan = plan_for(page, block)
     if plan.how == "skip":
         pytest.skip(plan.why)
     if plan.how == "servers":
         for i, command in enumerate(commands(block)):
-            env, work = place(tmp_path / str(i), example_config)
+            env, work = place(tmp_path / str(i), example_config, venv)
             run_server(command, env, work)
         return
     runs = [as_run(block, doc_server.port)] if plan.how == "script" else [as_run(c, doc_server.port) for c in commands(block)]
     out = ""
     for i, script in enumerate(runs):
-        env, work = place(tmp_path / str(i), example_config)
+        env, work = place(tmp_path / str(i), example_config, venv)
         proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=work, env=env, capture_output=True,
                               text=True, timeout=120, stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, f"{script}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
@@ -199,3 +208,22 @@ def run_server(command: str, env: dict[str, str], work: Path) -> None:
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and out == "", (command, proc.returncode, out, err)
     assert_quiet(err, command, allowed=("received SIGTERM; shutting down",))
+
+
+def test_the_project_venv_hides_a_plugin_installed_beside_the_project(tmp_path: Path) -> None:
+    """A scratch environment: the test venv's packages plus a plugin author's half-written
+    plugin. Its own `mcpkit plugins` sees the plugin; the project venv made from it does not."""
+    site = tmp_path / "site"
+    site.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        (site / entry.name).symlink_to(entry)
+    make_dist(site, "acme-wip", "wip", "acme_wip", "raise ImportError('half-written')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(FIXTURE_SITE)])}
+    seen = subprocess.run([MCPKIT, "plugins", "--strict"], capture_output=True, text=True, env=env, timeout=60)
+    assert seen.returncode == 1 and "wip  (acme-wip 1.2.3)" in seen.stdout and "half-written" in seen.stdout
+
+    venv = project_venv(tmp_path / "venv", site)
+    hidden = subprocess.run([str(venv / "bin" / "mcpkit"), "plugins", "--strict"], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(FIXTURE_SITE)}, timeout=60)
+    assert hidden.returncode == 0 and "wip" not in hidden.stdout, hidden.stdout + hidden.stderr
+    assert "codesearch  (mcpkit-codesearch" in hidden.stdout and "hello  (mcpkit-hello" in hidden.stdout
