@@ -72,7 +72,7 @@ def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool 
     eps = discover()
     installed = [ep.name for ep in eps]
     unknown = (only | disable) - set(installed)
-    warnings = []
+    warnings: list[str] = []
     if unknown:
         msg = unknown_plugins(sorted(unknown), installed)
         if strict or unknown_names == "error":
