@@ -56,7 +56,7 @@ def main() -> None:
 
 
 def _selection(f: Any) -> Any:
-    f = click.option("--strict", is_flag=True, help="Make a plugin that fails to load a fatal error.")(f)
+    f = click.option("--strict", is_flag=True, help="Make any plugin or config mistake fatal (mcpkit plugins: exit 1).")(f)
     f = click.option("--config", "config_path", type=click.Path(dir_okay=False), envvar="MCPKIT_CONFIG",
                      help="TOML file with [server] settings and [plugins.NAME] tables.")(f)
     f = click.option("--disable", multiple=True, metavar="NAME", help="Do not load this plugin (repeatable).")(f)
@@ -65,9 +65,12 @@ def _selection(f: Any) -> Any:
 
 
 def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
-             overrides: dict[str, Any] | None = None, keep_conflicts: bool = False) -> Any:
+             overrides: dict[str, Any] | None = None, listing: bool = False) -> Any:
+    """Config, settings, plugins and the app. ``listing`` (mcpkit plugins) collects every problem
+    instead of stopping at the first, whatever ``strict`` says."""
     from .plugins import loader
     from .plugins.config import load_config
+    from .plugins.config_check import report_config_problems
     from .server.settings import load_settings
 
     try:
@@ -80,8 +83,10 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
         where = f"[server] of {config.path}" if config.path else "[server]"
         settings = load_settings(table, overrides=overrides, table_name=where)
         _setup_logging(settings.log_level)
-        loaded = loader.load(only, disable, strict=strict, unknown_names="error" if named_on_command_line else "warn")
-        app = loader.build_app(loaded, config, settings, strict=strict, keep_conflicts=keep_conflicts)
+        fatal = strict and not listing
+        loaded = loader.load(only, disable, strict=fatal, unknown_names="error" if named_on_command_line else "warn")
+        loaded.warnings.extend(report_config_problems(config, loaded.installed, strict=fatal))
+        app = loader.build_app(loaded, config, settings, strict=fatal, keep_conflicts=listing)
     except (ValueError, loader.PluginError) as exc:
         raise click.ClickException(str(exc)) from None
     return app, loaded, config, strict
@@ -193,17 +198,19 @@ def _check_auth(app: Any) -> None:
 def plugins_cmd(as_json: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
     """List discovered plugins with what each offers, load errors, warnings and name conflicts.
 
-    Exits 1 when `mcpkit serve` would refuse to start with this selection (a name conflict)."""
-    from .plugins.report import plugin_rows, render_rows
+    Exits 0 whatever it finds; with --strict (or strict = true in the file), 1 when anything is wrong."""
+    from .plugins.report import plugin_rows, problem_count, render_rows
 
-    app, _loaded, _config, _strict = _prepare(only, disable, config_path, strict, keep_conflicts=True)
+    app, loaded, _config, strict = _prepare(only, disable, config_path, strict, listing=True)
     rows = plugin_rows(app)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
         for line in render_rows(rows):
             click.echo(line)
-    if any(row["conflicts"] for row in rows):
+    problems = problem_count(rows) + len(loaded.warnings)
+    if strict and problems:
+        click.echo(f"mcpkit plugins: {problems} problem{'s' if problems != 1 else ''} (fatal with --strict)", err=True)
         sys.exit(1)
 
 

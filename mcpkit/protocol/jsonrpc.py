@@ -61,6 +61,18 @@ class Message(msgspec.Struct, omit_defaults=True):
         )
 
 
+#: how many characters of a value the client sent an error message echoes back
+ECHO_LIMIT = 200
+
+
+def clip(value: str, limit: int = ECHO_LIMIT) -> str:
+    """``value`` fit to echo in an error: at most ``limit`` characters, then a marker saying how
+    many were left out (a 3 MiB URI must not come back in full)."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}…[{len(value) - limit} more characters]"
+
+
 class ProtocolError(Exception):
     """A JSON-RPC error to send back; its text is written for the client, never a traceback."""
 

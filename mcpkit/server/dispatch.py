@@ -106,7 +106,7 @@ class Dispatcher:
             params = jsonrpc.decode_params(req.params, CallToolParams)
             tool = self.app.registry.tools.get(params.name)
             if tool is None:
-                raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {params.name}")
+                raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {jsonrpc.clip(params.name)}")
             check_scopes(req.principal, tool.scopes, f"tool {tool.name}")
             deadline = trio.current_time() + self._timeout(tool)
             if call is None:
@@ -119,7 +119,7 @@ class Dispatcher:
             return work, deadline
         handler = self.handlers.get(req.method)
         if handler is None or (req.method in _STATELESS_METHODS and not req.features.stateless):
-            raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
+            raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {jsonrpc.clip(req.method)}")
         if req.method == "subscriptions/listen":  # held open until the client or a shutdown ends it
             return functools.partial(handler, req, peer), math.inf
         return functools.partial(handler, req, peer), trio.current_time() + self.app.settings.default_timeout
@@ -272,8 +272,9 @@ class Dispatcher:
     async def read_resource(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
         params = jsonrpc.decode_params(req.params, ReadResourceParams)
         found = self.app.registry.find_resource(params.uri)
+        shown = jsonrpc.clip(params.uri)  # errors echo the URI once, bounded (data.uri when not found)
         if found is not None:
-            check_scopes(req.principal, found[0].scopes, f"resource {params.uri}")
+            check_scopes(req.principal, found[0].scopes, f"resource {shown}")
         try:
             if found is None:
                 raise ResourceNotFound(params.uri)
@@ -281,10 +282,10 @@ class Dispatcher:
             value = await self._invoke(res, variables)
         except ResourceNotFound as exc:
             code = jsonrpc.INVALID_PARAMS if req.features.stateless else jsonrpc.RESOURCE_NOT_FOUND_LEGACY
-            raise ProtocolError(code, str(exc), {"uri": params.uri}) from None
+            raise ProtocolError(code, jsonrpc.clip(str(exc), 1000), {"uri": shown}) from None
         except Exception as exc:
-            log.warning("resource reader for %s raised %s: %s", params.uri, type(exc).__name__, exc)
-            raise ProtocolError(jsonrpc.INTERNAL_ERROR, f"Could not read {params.uri}: {exc}") from None
+            log.warning("resource reader for %s raised %s: %s", shown, type(exc).__name__, exc)
+            raise ProtocolError(jsonrpc.INTERNAL_ERROR, f"Could not read {shown}: {jsonrpc.clip(str(exc), 1000)}") from None
         return {"contents": res.to_contents(params.uri, value)}
 
     # -- prompts -------------------------------------------------------------------------------
@@ -292,7 +293,7 @@ class Dispatcher:
         params = jsonrpc.decode_params(req.params, GetPromptParams)
         prompt = self.app.registry.prompts.get(params.name)
         if prompt is None:
-            raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown prompt: {params.name}")
+            raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown prompt: {jsonrpc.clip(params.name)}")
         check_scopes(req.principal, prompt.scopes, f"prompt {prompt.name}")
         try:
             kwargs = prompt.parse_arguments(params.arguments)

@@ -17,10 +17,11 @@ class ToolError(Exception):
 
 
 class ResourceNotFound(Exception):
-    """Raise from a resource reader when the URI names nothing."""
+    """Raise from a resource reader when the URI names nothing. The client gets ``message``
+    (default "Resource not found") and the URI in the error's ``data``."""
 
     def __init__(self, uri: str, message: str | None = None) -> None:
-        super().__init__(message or f"Resource not found: {uri}")
+        super().__init__(message or "Resource not found")
         self.uri = uri
 
 

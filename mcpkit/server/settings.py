@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import typing
 from typing import Any, Literal
 
 import msgspec
@@ -116,6 +117,12 @@ _LISTS = {"allow_origins"}
 _RENAMED = {"max_body_bytes": "max_message_bytes"}
 
 
+def setting_variables() -> set[str]:
+    """Every ``MCPKIT_<SETTING>`` and ``MCPKIT_AUTH__<SETTING>`` variable :func:`load_settings` reads."""
+    names = {_ENV_PREFIX + f.upper() for f in (*Settings.__struct_fields__, *_RENAMED) if f != "auth"}
+    return names | {_AUTH_ENV_PREFIX + f.upper() for f in AuthSettings.__struct_fields__}
+
+
 def load_settings(table: dict[str, Any] | None, environ: dict[str, str] | None = None,
                   overrides: dict[str, Any] | None = None, *, table_name: str = "[server]") -> Settings:
     """Settings from a [server] table, then ``MCPKIT_<FIELD>`` variables, then ``overrides``
@@ -170,13 +177,50 @@ def _explain(exc: msgspec.ValidationError, source: dict[str, str]) -> str:
     """``Expected `float`, got `str` - at `$.default_timeout``` -> the variable and the rule."""
     text = str(exc)
     message, _, where = text.partition(" - at `$.")
-    field = where.rstrip("`").split(".")[0].split("[")[0]
+    path = [part.split("[")[0] for part in where.rstrip("`").split(".")]
+    field = path[0]
     for name, words in _TYPE_WORDS.items():
         message = message.replace(f"Expected `{name}`", f"expected {words}")
     message = re.sub(r", got `[^`]*`$", "", message)
+    struct = _struct_at(path)
+    enum = re.fullmatch(r"Invalid enum value (.*)", message)
+    if enum and struct is not None:
+        message = f"{enum[1]} is not one of: {', '.join(_choices(struct, path[-1]))}"
+    unknown = re.fullmatch(r"Object contains unknown field `(.*)`", message)
+    if unknown and struct is not None:
+        close = difflib.get_close_matches(unknown[1], _field_types(struct), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(_field_types(struct))}"
+        message = f"unknown key {unknown[1]!r}; {hint}"
     if field in source:
         return f"invalid server setting {source[field]}: {message[:1].lower()}{message[1:]}"
     return f"invalid server setting: {text}"
+
+
+def _field_types(struct: type[msgspec.Struct]) -> dict[str, Any]:
+    return {f.name: f.type for f in msgspec.structs.fields(struct)}
+
+
+def _struct_at(path: list[str]) -> type[msgspec.Struct] | None:
+    """The settings struct that holds the last field of ``path`` (``Settings`` or ``AuthSettings``),
+    or, for an unknown-field error (the path names the struct itself), that struct."""
+    struct: Any = Settings
+    for name in path[:-1]:
+        struct = _field_types(struct).get(name)
+        if not (isinstance(struct, type) and issubclass(struct, msgspec.Struct)):
+            return None
+    last = _field_types(struct).get(path[-1])
+    if isinstance(last, type) and issubclass(last, msgspec.Struct):
+        return last
+    return struct
+
+
+def _choices(struct: type[msgspec.Struct], name: str) -> list[str]:
+    """The values a ``Literal[...]`` field (``X | None`` included) accepts."""
+    hint = _field_types(struct).get(name)
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is not Literal:
+        args = tuple(v for a in args if typing.get_origin(a) is Literal for v in typing.get_args(a))
+    return [str(v) for v in args]
 
 
 def _auth_from_env(env: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
