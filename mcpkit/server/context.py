@@ -79,6 +79,11 @@ class InFlight:
         return True
 
 
+#: seconds the requests a shutdown stopped get to write their answers before the server stops
+#: waiting for them
+STOP_BOUND_S = 2.0
+
+
 class RunningRequests:
     """Every request of an app still running (its cancel scope), so that a server that stops
     can end them all with an answer. After :meth:`stop`, a request that is cancelled, and one
@@ -94,12 +99,11 @@ class RunningRequests:
         if self.stopped:
             scope.cancel()
 
-    def stop(self) -> int:
-        """Cancel every request still running; how many there were."""
+    def stop(self) -> None:
+        """Cancel every request still running, and each one that starts from now on."""
         self.stopped = True
         for scope in self.scopes:
             scope.cancel()
-        return len(self.scopes)
 
 
 class Context:

@@ -20,7 +20,7 @@ from ..protocol.connection import (
     Batch, CancelRequested, Event, NotificationReceived, Reply, RequestReceived, ResponseReceived, ServerConnection,
 )
 from ..server.app import App
-from ..server.context import InFlight, PendingRequests
+from ..server.context import STOP_BOUND_S, InFlight, PendingRequests
 from ..server.dispatch import Dispatcher
 from ..server.errors import busy, shutting_down
 
@@ -28,9 +28,6 @@ log = logging.getLogger("mcpkit.stdio")
 READ_SIZE = 65536
 #: seconds the requests still running at the end of input get to answer before they are stopped
 EOF_GRACE_S = 2.0
-#: seconds stopped requests get to write their "server shutting down" answers; one that is
-#: still running then (a tool that ignores cancellation) is answered and left behind
-STOP_BOUND_S = 2.0
 #: A fixed name for request tasks spares trio from formatting one per spawn.
 _TASK_NAME = "mcpkit.stdio.request"
 
@@ -296,7 +293,7 @@ async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, std
         async with trio.open_nursery() as nursery:
             nursery.start_soon(session.forward_changes)
             reading, grace = trio.CancelScope(), trio.CancelScope()  # a signal ends both
-            nursery.start_soon(_on_signal, (reading, grace))
+            await nursery.start(_on_signal, (reading, grace))  # before the first line is read
             with reading:
                 lines = LineSplitter(app.settings.max_message_bytes)
                 while chunk := await read():
@@ -316,7 +313,8 @@ async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, std
 
 async def _stop_requests(app: App, session: StdioSession, own: bool) -> None:
     """Stop what still runs: each request answers "server shutting down" (within a bound)."""
-    if not app.requests.stop():
+    app.requests.stop()  # those not yet started are stopped as they start
+    if not session.running:
         return
     with trio.move_on_after(STOP_BOUND_S):
         await session.idle()
@@ -330,8 +328,9 @@ async def _stop_requests(app: App, session: StdioSession, own: bool) -> None:
         os._exit(1)
 
 
-async def _on_signal(scopes: tuple[trio.CancelScope, ...]) -> None:
+async def _on_signal(scopes: tuple[trio.CancelScope, ...], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
         async for signum in signals:
             log.info("received %s; stopping", signal.Signals(signum).name)
             for scope in scopes:
