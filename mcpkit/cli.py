@@ -15,11 +15,6 @@ from ._version import __version__
 log = logging.getLogger("mcpkit")
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper(), logging.WARNING),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
 class _Group(click.Group):
     """Adds the commands plugins contribute, loading plugins only when they are needed."""
 
@@ -71,6 +66,7 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
     from .plugins import loader
     from .plugins.config import load_config
     from .plugins.config_check import report_config_problems
+    from .server.logs import setup_logging
     from .server.settings import load_settings
 
     try:
@@ -82,7 +78,7 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
         strict = strict or bool(table.pop("strict", False))
         where = f"[server] of {config.path}" if config.path else "[server]"
         settings = load_settings(table, overrides=overrides, table_name=where)
-        _setup_logging(settings.log_level)
+        setup_logging(settings.log_level)
         fatal = strict and not listing
         loaded = loader.load(only, disable, strict=fatal, unknown_names="error" if named_on_command_line else "warn")
         loaded.warnings.extend(report_config_problems(config, loaded.installed, strict=fatal))
@@ -136,22 +132,46 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
     if auth:
         overrides["auth"] = auth
     app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides)
+    from .server.errors import StartupError
+
+    try:
+        code = _serve(app, loaded, config, strict, transport,
+                      {"only": list(only), "disable": list(disable), "config_path": config_path, "strict": strict,
+                       "legacy_only": transport == "sse"}, overrides)
+    except StartupError as exc:
+        raise click.ClickException(_one_line(exc, str(exc))) from None
+    if code:
+        sys.exit(code)
+
+
+def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, selection: dict[str, Any],
+           overrides: dict[str, Any]) -> int:
+    """Serve until stopped; the exit status. What stops the start is a StartupError (one line)."""
+    import socket
+
     if transport != "stdio":
+        from .server.logs import log_http_requests
+
         _check_auth(app)
+        log_http_requests()  # in every process: the workers inherit it (or set it up the same way)
     if transport != "stdio" and app.settings.workers > 1:
         if app.settings.http_server == "hypercorn":
             from .transports.http.workers import run_workers
 
-            selection = {"only": list(only), "disable": list(disable), "config_path": config_path, "strict": strict,
-                         "legacy_only": transport == "sse"}
-            sys.exit(run_workers(selection, overrides, app.settings.workers))
+            return run_workers(selection, overrides, app.settings.workers)
         from .plugins.loader import lifespans as plugin_lifespans
         from .transports.http.server.workers import run_forked
 
-        sys.exit(run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse"))
+        return run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
     import trio
 
     from .plugins.loader import lifespans
+
+    sockets: list[socket.socket] = []
+    if transport != "stdio":  # a port in use or a bad certificate fails now, before the plugins start
+        from .transports.http.server.listener import listen
+
+        sockets = listen(app.settings)
 
     async def run_stdio() -> None:
         from .server.lifespan import plugin_lifespans
@@ -164,19 +184,43 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
     async def run_http() -> None:
         from .transports.http.serve import serve_http
 
-        await serve_http(app, lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
+        await serve_http(app, lifespans(loaded, config), strict=strict, legacy_only=transport == "sse", sockets=sockets)
 
-    if transport != "stdio":
-        for name in ("mcpkit.http.access", "mcpkit.http.search"):
-            logging.getLogger(name).setLevel(logging.INFO)
     try:
         trio.run(run_stdio if transport == "stdio" else run_http)
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from None
-    except OSError as exc:
-        raise click.ClickException(f"cannot serve: {exc.strerror or exc}") from None
-    except ImportError as exc:
-        raise click.ClickException(f"the {transport} transport needs a package that is not installed: {exc.name}") from None
+    except Exception as exc:  # through trio's exception groups: what stopped it, in one line
+        raise click.ClickException(_one_line(exc, _failure(exc, transport))) from None
+    finally:
+        for sock in sockets:
+            sock.close()
+    return 0
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _failure(exc: Exception, transport: str) -> str:
+    """The line for what stopped the server: a start-up error, a plugin's refusal, the system
+    refusing a resource, a missing package. Anything else is a bug: it is raised as it is."""
+    from .server.errors import StartupError
+
+    for leaf in _leaves(exc):
+        if isinstance(leaf, (StartupError, RuntimeError)):
+            return str(leaf)
+        if isinstance(leaf, ImportError):
+            return f"the {transport} transport needs a package that is not installed: {leaf.name}"
+        if isinstance(leaf, OSError):
+            return f"cannot serve: {leaf.strerror or leaf}"
+    raise exc
+
+
+def _one_line(exc: BaseException, line: str) -> str:
+    """``line``; the traceback goes to the log too when the log level is debug."""
+    log.debug("the server stopped: %s", line, exc_info=exc)
+    return line
 
 
 def _check_auth(app: Any) -> None:

@@ -24,7 +24,7 @@ class HttpServer:
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen([MCPKIT, "serve", "--transport", "http", "--port", "0", *args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     env={**os.environ, **(env or {})})
+                                     env={**os.environ, **(env or {})}, start_new_session=True)
         self.stderr = b""
         found = threading.Event()
         self.port = 0
@@ -91,6 +91,10 @@ class HttpServer:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        try:  # and its --workers, whatever state they are in (its own process group)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def sse_data(body: bytes) -> list[str]:

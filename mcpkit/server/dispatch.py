@@ -33,7 +33,7 @@ from ..protocol.versions import STATELESS_VERSIONS, Features
 from .app import App
 from .auth import check_scopes, may_use
 from .context import Context, InFlight, Peer, check_response as _check_response
-from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolError
+from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolError, shutting_down
 from .middleware import Call, describe_call
 from .tasks.manager import TaskRun, declared, missing_extension
 from .tools import ToolDef
@@ -68,20 +68,27 @@ class Dispatcher:
         """Answer one request. Errors become JSON-RPC errors; nothing internal leaks out.
 
         The request runs in one cancel scope, registered in ``in_flight`` so the client can
-        cancel it; a cancelled request answers None (no response is sent). The scope carries
-        the request's deadline from the start (the tool's timeout, else ``default_timeout``):
-        a tool that runs out answers an isError result, anything else -32001.
+        cancel it (it then answers None: no response is sent) and in the app's running
+        requests so a server that stops can end it (it then answers -32000, "server shutting
+        down"). The scope carries the request's deadline from the start (the tool's timeout,
+        else ``default_timeout``): a tool that runs out answers an isError result, anything
+        else -32001.
         """
+        running = self.app.requests
         try:
             work, deadline = self._plan(req, peer)
             with trio.CancelScope(deadline=deadline) as scope:
+                running.add(scope)
                 if in_flight is not None:
                     in_flight.scopes[req.id] = scope
                 try:
                     return jsonrpc.encode_result(req.id, self._finish(req, await work()))
                 finally:
+                    running.scopes.discard(scope)
                     if in_flight is not None:
                         in_flight.scopes.pop(req.id, None)
+            if running.stopped:
+                return jsonrpc.encode_error(req.id, shutting_down())
             if trio.current_time() >= deadline:  # not a cancel from the client or a shutdown
                 timeout = self.app.settings.default_timeout
                 return jsonrpc.encode_error(req.id, ProtocolError(jsonrpc.REQUEST_TIMEOUT, f"Request timed out after {timeout:g} s"))

@@ -47,3 +47,13 @@ def busy(limit: int) -> ProtocolError:
     """The answer to a request over the connection's limit of requests in flight."""
     return ProtocolError(SERVER_BUSY, f"Server busy: {limit} requests are already running on this connection "
                          "(max_concurrent_requests); retry when some have answered", {"limit": limit})
+
+
+def shutting_down() -> ProtocolError:
+    """The answer to a request the server stopped before it finished (it is shutting down)."""
+    return ProtocolError(SERVER_BUSY, "Server shutting down: the request was stopped before it finished; retry it later "
+                         "or on another server")
+
+
+class StartupError(Exception):
+    """The server cannot start: one line that says what is wrong and what to do."""

@@ -20,12 +20,13 @@ from ..protocol.connection import (
     Batch, CancelRequested, Event, NotificationReceived, Reply, RequestReceived, ResponseReceived, ServerConnection,
 )
 from ..server.app import App
-from ..server.context import InFlight, PendingRequests
+from ..server.context import STOP_BOUND_S, InFlight, PendingRequests
 from ..server.dispatch import Dispatcher
-from ..server.errors import busy
+from ..server.errors import busy, shutting_down
 
 log = logging.getLogger("mcpkit.stdio")
 READ_SIZE = 65536
+#: seconds the requests still running at the end of input get to answer before they are stopped
 EOF_GRACE_S = 2.0
 #: A fixed name for request tasks spares trio from formatting one per spawn.
 _TASK_NAME = "mcpkit.stdio.request"
@@ -88,6 +89,8 @@ class StdioSession:
         self.in_flight = InFlight()
         self.pending = PendingRequests()
         self.running = 0  # requests (and batches) being served
+        self._idle = trio.Event()  # set while none is
+        self._idle.set()
 
     # Peer protocol (one peer serves every request on stdio)
     async def notify(self, data: bytes) -> None:
@@ -112,7 +115,7 @@ class StdioSession:
                 if self.running >= self.app.settings.max_concurrent_requests:
                     await self.out.write(jsonrpc.encode_error(ev.id, busy(self.app.settings.max_concurrent_requests)))
                     continue
-                self.running += 1
+                self._started()
                 nursery.start_soon(self._serve, ev, name=_TASK_NAME)
             elif isinstance(ev, Reply):
                 await self.out.write(ev.data)
@@ -121,7 +124,7 @@ class StdioSession:
             elif isinstance(ev, ResponseReceived):
                 self.pending.deliver(ev)
             elif isinstance(ev, Batch):
-                self.running += 1
+                self._started()
                 nursery.start_soon(self._serve_batch, ev)
             elif isinstance(ev, NotificationReceived):
                 pass  # roots/list_changed, progress from the client: nothing to do
@@ -132,7 +135,7 @@ class StdioSession:
             if data is not None:
                 await self.out.write(data)
         finally:
-            self.running -= 1
+            self._finished()
 
     async def _serve_batch(self, batch: Batch) -> None:
         answers: list[bytes] = []
@@ -142,17 +145,42 @@ class StdioSession:
             if data is not None:
                 answers.append(data)
 
-        async with trio.open_nursery() as nursery:
-            for ev in batch.events:
-                if isinstance(ev, RequestReceived):
-                    nursery.start_soon(one, ev)
-                elif isinstance(ev, Reply):
-                    answers.append(ev.data)
-                else:
-                    await self.handle([ev], nursery)
+        try:
+            async with trio.open_nursery() as nursery:
+                for ev in batch.events:
+                    if isinstance(ev, RequestReceived):
+                        nursery.start_soon(one, ev)
+                    elif isinstance(ev, Reply):
+                        answers.append(ev.data)
+                    else:
+                        await self.handle([ev], nursery)
+            if answers:
+                await self.out.write(jsonrpc.encode_batch(answers))
+        finally:
+            self._finished()
+
+    def _started(self) -> None:
+        if self.running == 0:
+            self._idle = trio.Event()
+        self.running += 1
+
+    def _finished(self) -> None:
         self.running -= 1
-        if answers:
-            await self.out.write(jsonrpc.encode_batch(answers))
+        if self.running == 0:
+            self._idle.set()
+
+    async def idle(self) -> None:
+        """Wait until no request is being served."""
+        await self._idle.wait()
+
+    async def answer_stuck(self) -> int:
+        """Answer "server shutting down" for each request still inside its handler (after it
+        was stopped: it ignores cancellation); how many there were."""
+        stuck = list(self.in_flight.scopes)
+        with trio.move_on_after(STOP_BOUND_S):
+            for request_id in stuck:
+                await self.out.write(jsonrpc.encode_error(request_id, shutting_down()))
+        return len(stuck)
 
     async def forward_changes(self) -> None:
         """Handshake era: send list_changed / resources/updated to an initialized client."""
@@ -246,35 +274,65 @@ class _ThreadStream(trio.abc.HalfCloseableStream):
 
 
 async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, stdout: trio.abc.SendStream | None = None) -> None:
-    """Serve until stdin closes or SIGTERM/SIGINT arrives; in-flight work is then cancelled."""
-    if stdin is not None and stdout is not None:
+    """Serve until stdin closes or SIGTERM/SIGINT arrives.
+
+    At the end of input the requests still running get ``EOF_GRACE_S`` to answer; on a signal
+    they get none. Then every request still running is stopped and answers -32000 "server
+    shutting down". One that ignores the cancellation is answered the same after
+    ``STOP_BOUND_S``; serving the process's own stdin/stdout, the process then exits (status 1)
+    without waiting for it.
+    """
+    own = stdin is None or stdout is None
+    if not own:
         out: _Out = _Out(stdout)
         read: Callable[[], Awaitable[bytes]] = functools.partial(stdin.receive_some, READ_SIZE)
     else:
         out, read = _stdout_writer(), _stdin_reader()
     session = StdioSession(app, out)
     try:
-        async with trio.open_nursery() as outer:
-            outer.start_soon(_on_signal, outer.cancel_scope)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(session.forward_changes)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.forward_changes)
+            reading, grace = trio.CancelScope(), trio.CancelScope()  # a signal ends both
+            await nursery.start(_on_signal, (reading, grace))  # before the first line is read
+            with reading:
                 lines = LineSplitter(app.settings.max_message_bytes)
                 while chunk := await read():
                     for line in lines.feed(chunk):
                         await session.take(line, nursery)
                 for line in lines.rest():
                     await session.take(line, nursery)
-                # EOF: give in-flight requests a moment to answer, then cancel them
-                app.hub.close()
-                nursery.cancel_scope.deadline = trio.current_time() + EOF_GRACE_S
-            outer.cancel_scope.cancel()
+            app.hub.close()  # subscriptions end with their final answer
+            with grace:
+                grace.deadline = trio.current_time() + EOF_GRACE_S
+                await session.idle()
+            await _stop_requests(app, session, own)
+            nursery.cancel_scope.cancel()
     except* trio.BrokenResourceError:
         log.info("stdout closed; stopping")
 
 
-async def _on_signal(scope: trio.CancelScope) -> None:
+async def _stop_requests(app: App, session: StdioSession, own: bool) -> None:
+    """Stop what still runs: each request answers "server shutting down" (within a bound)."""
+    app.requests.stop()  # those not yet started are stopped as they start
+    if not session.running:
+        return
+    with trio.move_on_after(STOP_BOUND_S):
+        await session.idle()
+    if not session.running:
+        return
+    stuck = await session.answer_stuck()
+    log.error("%d request(s) did not stop within %g s of being cancelled (a tool that ignores cancellation); "
+              "answered them and left them behind", stuck, STOP_BOUND_S)
+    if own:  # nothing else can end a task that ignores cancellation
+        sys.stderr.flush()
+        os._exit(1)
+
+
+async def _on_signal(scopes: tuple[trio.CancelScope, ...], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
         async for signum in signals:
             log.info("received %s; stopping", signal.Signals(signum).name)
-            scope.cancel()
+            for scope in scopes:
+                scope.cancel()
             return
