@@ -34,6 +34,113 @@ def _slow_body_head(length: int = 100_000) -> bytes:
     return post_mcp(b"").split(b"Content-Length")[0] + b"Content-Length: %d\r\n\r\n" % length
 
 
+# -- item 11: slow bodies ------------------------------------------------------------------------
+
+def test_a_body_that_trickles_is_ended_by_its_overall_deadline() -> None:
+    """One byte every 0.3 s never trips the 2 s gap deadline; the whole body is due within
+    2 s plus 1 s per 1,000 bytes, so the connection gets 408 after ~2 s."""
+    env = {"MCPKIT_HTTP_SERVER": "mcpkit", "MCPKIT_BODY_TIMEOUT_S": "2", "MCPKIT_MIN_BODY_BYTES_PER_S": "1000"}
+    with HttpServer("--plugin", "hello", env=env) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as sock:
+            sock.sendall(_slow_body_head())
+            started = time.monotonic()
+            answer = b""
+            while time.monotonic() - started < 8 and not answer:
+                try:
+                    sock.sendall(b"x")
+                except OSError:
+                    break
+                readable, _, _ = select.select([sock], [], [], 0.3)
+                if readable:
+                    answer = sock.recv(4096)
+            took = time.monotonic() - started
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:100]
+        assert took < 5, took
+
+
+class _Tricklers:
+    """Slowloris on bodies: up to ``target`` connections, each with a complete POST head
+    announcing a large body, then one byte a second; closed ones are replaced (at most
+    ``per_second`` new a second, ``most`` in all)."""
+
+    def __init__(self, port: int, target: int, per_second: int = 20, most: int = 600) -> None:
+        self.port, self.target, self.per_second, self.most = port, target, per_second, most
+        self.opened = self.ended = 0
+        self.socks: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "_Tricklers":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        for sock in self.socks:
+            sock.close()
+
+    def _run(self) -> None:
+        head = _slow_body_head()
+        last_byte = time.monotonic()
+        window: list[float] = []
+        while not self._stop.is_set():
+            now = time.monotonic()
+            window = [t for t in window if now - t < 1]
+            while len(self.socks) < self.target and len(window) < self.per_second and self.opened < self.most:
+                try:
+                    sock = socket.create_connection(("127.0.0.1", self.port), timeout=2)
+                    sock.sendall(head)
+                except OSError:
+                    break
+                sock.setblocking(False)
+                self.socks.append(sock)
+                self.opened += 1
+                window.append(now)
+            for sock in list(self.socks):  # an answer (408, 503) or a close ends a trickler
+                try:
+                    if sock.recv(4096, socket.MSG_PEEK) is not None:
+                        self.socks.remove(sock)
+                        sock.close()
+                        self.ended += 1
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    self.socks.remove(sock)
+                    sock.close()
+                    self.ended += 1
+            if now - last_byte >= 1:
+                last_byte = now
+                for sock in self.socks:
+                    try:
+                        sock.send(b"x")
+                    except OSError:
+                        pass
+            self._stop.wait(0.05)
+
+
+def test_slow_bodies_do_not_lock_out_other_clients() -> None:
+    """More tricklers than max_connections, their gaps well inside body_timeout_s: a normal
+    client is served every time while they keep coming (the laggiest makes room)."""
+    cap = 30
+    env = {"MCPKIT_HTTP_SERVER": "mcpkit", "MCPKIT_MAX_CONNECTIONS": str(cap), "MCPKIT_ACCESS_LOG": "false"}
+    with HttpServer("--plugin", "hello", env=env) as srv:
+        base = _fds(srv.proc.pid)
+        with _Tricklers(srv.port, target=2 * cap) as tricklers:
+            assert wait_until(lambda: tricklers.opened >= cap, timeout=5)
+            time.sleep(1.5)  # the first ones have lagged long enough to be shed
+            statuses, most_fds = [], 0
+            for _ in range(30):
+                ex = talk(srv.port, post_mcp(), expect=1, timeout=5)
+                statuses.append(ex.answers[0].status if ex.answers else None)
+                most_fds = max(most_fds, _fds(srv.proc.pid))
+                time.sleep(0.2)
+            shed = tricklers.ended
+        assert statuses == [200] * 30, statuses
+        assert shed > 0  # tricklers made room, and the server never held much more than its cap
+        assert most_fds <= base + cap + 10, (base, most_fds)
+
+
 # -- item 17: smaller HTTP/1.1 points --------------------------------------------------------------
 
 @pytest.fixture(scope="module")

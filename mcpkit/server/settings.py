@@ -72,13 +72,18 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     keyfile: str | None = None
     #: a request head must be complete this many seconds after it (or the connection) began
     header_timeout_s: float = 10.0
-    #: longest pause inside a request body
+    #: longest pause inside a request body; the whole body must also arrive within this plus
+    #: one second per min_body_bytes_per_s bytes (0: no overall deadline)
     body_timeout_s: float = 30.0
+    min_body_bytes_per_s: int = 1024
     #: idle keep-alive connections are closed after this many seconds
     keepalive_timeout_s: float = 75.0
-    #: a client that takes no byte of a response for this long is disconnected
+    #: a client that takes no byte of a response (or acknowledges none: it vanished) for this
+    #: long is disconnected
     send_timeout_s: float = 30.0
-    #: open connections at most; more are answered 503 and closed
+    #: open connections at most; at the cap a new one takes the place of the connection that
+    #: has waited longest without a request in progress (idle, or slow with its head or body);
+    #: when there is none it is answered 503 and closed
     max_connections: int = 2048
     max_url_bytes: int = 8192
     #: request line and header fields together (431 past it)
