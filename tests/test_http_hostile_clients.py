@@ -141,6 +141,75 @@ def test_slow_bodies_do_not_lock_out_other_clients() -> None:
         assert most_fds <= base + cap + 10, (base, most_fds)
 
 
+# -- item 12: heartbeats from the start; vanished clients ------------------------------------------
+
+def _open_get_stream(port: int, sid: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nMcp-Session-Id: {sid}\r\n"
+                 "MCP-Protocol-Version: 2025-11-25\r\n\r\n".encode())
+    assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    return sock
+
+
+def _vanish(sock: socket.socket) -> None:
+    """Close without a FIN or a reset, as a host that lost power or its network does (TCP
+    repair mode; needs CAP_NET_ADMIN). The server hears nothing until it writes."""
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, 1)
+    except PermissionError:
+        pytest.skip("TCP_REPAIR needs CAP_NET_ADMIN")
+    sock.close()
+
+
+@pytest.mark.parametrize("kind", ["mcpkit", "hypercorn"])
+def test_an_idle_get_stream_gets_keep_alives_from_the_start(kind: str) -> None:
+    env = {"MCPKIT_HTTP_SERVER": kind, "MCPKIT_SSE_HEARTBEAT_S": "0.4"}
+    with HttpServer("--plugin", "hello", env=env) as srv:
+        sid = srv.initialize()
+        with _open_get_stream(srv.port, sid) as sock:
+            got, end = b"", time.monotonic() + 2
+            while time.monotonic() < end and got.count(b": keep-alive") < 2:
+                sock.settimeout(max(0.05, end - time.monotonic()))
+                try:
+                    got += sock.recv(4096)
+                except socket.timeout:
+                    break
+        assert got.count(b": keep-alive") >= 2, got  # no event was ever sent on this stream
+
+
+def test_a_get_stream_whose_client_vanished_frees_its_session() -> None:
+    """Both sessions hold a GET stream whose client vanished without a FIN: the heartbeat
+    finds out (the peer's host answers it with a reset), the streams end, and a new client
+    gets a session in place of an idle one instead of 503 for ever."""
+    env = {"MCPKIT_HTTP_SERVER": "mcpkit", "MCPKIT_MAX_SESSIONS": "2", "MCPKIT_SSE_HEARTBEAT_S": "0.5"}
+    with HttpServer("--plugin", "hello", env=env) as srv:
+        socks = [_open_get_stream(srv.port, srv.initialize()) for _ in range(2)]
+        status, _, reply = srv.rpc("initialize", INIT)
+        assert status == 503  # both sessions are busy with their streams
+        for sock in socks:
+            _vanish(sock)
+        assert wait_until(lambda: srv.rpc("initialize", INIT)[0] == 200, timeout=5)
+
+
+# -- item 13: the refusal when sessions run out, and defaults ------------------------------------
+
+def test_too_many_sessions_has_its_own_code_and_retry_after() -> None:
+    env = {"MCPKIT_HTTP_SERVER": "mcpkit", "MCPKIT_MAX_SESSIONS": "1"}
+    with HttpServer("--plugin", "hello", env=env) as srv:
+        with _open_get_stream(srv.port, srv.initialize()):
+            status, headers, reply = srv.rpc("initialize", INIT, rid=7)
+        assert status == 503 and int(headers["retry-after"]) > 0
+        assert reply["id"] == 7 and reply["error"]["code"] == -32010, reply
+        assert reply["error"]["data"] == {"max_sessions": 1} and "max_sessions" in reply["error"]["message"]
+
+
+def test_streams_alone_cannot_take_every_session_by_default() -> None:
+    """Each GET stream holds a connection and a session: with more sessions than connections
+    by default, open streams leave sessions for new clients."""
+    settings = Settings()
+    assert settings.max_sessions > settings.max_connections
+
+
 # -- item 17: smaller HTTP/1.1 points --------------------------------------------------------------
 
 @pytest.fixture(scope="module")

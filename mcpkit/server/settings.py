@@ -47,7 +47,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     auth: AuthSettings = msgspec.field(default_factory=AuthSettings)
     #: idle handshake-era sessions expire after this many seconds
     session_ttl_s: float = 1800.0
-    max_sessions: int = 1000
+    #: handshake-era sessions one process keeps; past it the idlest one without a request or
+    #: stream in progress is evicted (503, -32010, when every one is busy). Above
+    #: max_connections, so open GET streams (one connection each) cannot take them all.
+    max_sessions: int = 4096
     #: SSE events kept per session for Last-Event-ID replay, at most this many and bytes
     event_store_size: int = 1000
     event_store_bytes: int = 1024 * 1024
