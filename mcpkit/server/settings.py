@@ -51,9 +51,11 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     #: stream in progress is evicted (503, -32010, when every one is busy). Above
     #: max_connections, so open GET streams (one connection each) cannot take them all.
     max_sessions: int = 4096
-    #: SSE events kept per session for Last-Event-ID replay, at most this many and bytes
+    #: SSE events kept per session for Last-Event-ID replay, at most this many and bytes (a
+    #: bigger message is not kept); all sessions' replay stores together at most total bytes
     event_store_size: int = 1000
     event_store_bytes: int = 1024 * 1024
+    event_store_total_bytes: int = 256 * 1024 * 1024
     #: keep-alive comment interval on long-lived SSE streams, seconds
     sse_heartbeat_s: float = 15.0
     #: bytes of messages one SSE stream may have waiting to be written; a client that lets

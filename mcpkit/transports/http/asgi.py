@@ -52,7 +52,7 @@ class HttpApp:
 
             shared = SharedSessions(app.shared, s.session_ttl_s, s.event_store_size, s.event_store_bytes)
         self.sessions = SessionManager(s.session_ttl_s, s.max_sessions, s.event_store_size, s.sse_backlog_bytes,
-                                       s.event_store_bytes, shared)
+                                       s.event_store_bytes, shared, s.event_store_total_bytes)
         self.sessions.new_connection = app.new_connection
         self.streamable = Streamable(app, self.sessions)
         self.streamable.step_up = self.auth.step_up if self.auth is not None else None
