@@ -210,6 +210,49 @@ def test_streams_alone_cannot_take_every_session_by_default() -> None:
     assert settings.max_sessions > settings.max_connections
 
 
+# -- item 16: stderr nobody reads --------------------------------------------------------------------
+
+def test_a_full_stderr_pipe_never_stalls_the_server() -> None:
+    """stderr is a pipe nobody reads (after the start-up line): 2,500 requests, each with an
+    access-log line, are all answered; once the pipe is read again, a line says how many log
+    lines were dropped."""
+    proc = subprocess.Popen([MCPKIT, "serve", "--transport", "http", "--port", "0", "--plugin", "hello"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "MCPKIT_HTTP_SERVER": "mcpkit"})
+    try:
+        assert proc.stderr is not None
+        fd, seen = proc.stderr.fileno(), b""
+        deadline = time.monotonic() + 30
+        while b"serving MCP on" not in seen and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.5)[0]:
+                seen += os.read(fd, 65536)
+        port = int(re.search(rb"127\.0\.0\.1:(\d+)/mcp", seen).group(1))  # type: ignore[union-attr]
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        answered = 0
+        for i in range(2500):  # ~110 bytes of access log each: far more than a 64 KiB pipe holds
+            c.request("GET", "/healthz")
+            resp = c.getresponse()
+            resp.read()
+            answered += resp.status == 200
+        assert answered == 2500
+        drained = bytearray()
+
+        def read_on() -> None:  # someone reads stderr again
+            while chunk := os.read(fd, 1 << 20):
+                drained.extend(chunk)
+
+        threading.Thread(target=read_on, daemon=True).start()
+        note = rb"mcpkit: (\d+) log lines were dropped: stderr was not being read"
+        assert wait_until(lambda: re.search(note, bytes(drained)), timeout=5), bytes(drained[-500:])  # said once it drains
+        assert int(re.search(note, bytes(drained)).group(1)) > 1000  # type: ignore[union-attr]
+        c.request("GET", "/healthz/after")
+        c.getresponse().read()
+        assert wait_until(lambda: b'"GET /healthz/after" 404' in drained, timeout=5)  # and logging goes on
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 # -- item 17: smaller HTTP/1.1 points --------------------------------------------------------------
 
 @pytest.fixture(scope="module")
