@@ -292,6 +292,17 @@ def test_a_legitimate_absolute_form_request_is_served(srv: HttpServer) -> None:
     assert ex.answers[0].status == 200 and ex.answers[0].json()["status"] == "ok"
 
 
+def test_absolute_form_names_the_host_on_hypercorn_too() -> None:
+    with HttpServer("--plugin", "hello", env={"MCPKIT_HTTP_SERVER": "hypercorn"}) as server:
+        ex = talk(server.port, b"GET http://evil.example/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert [a.status for a in ex.answers] == [421]
+        body = STATELESS_BODY
+        raw = (b"POST http://127.0.0.1:%d/mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n" % server.port + STATELESS_HEADERS
+               + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        ex = talk(server.port, raw, expect=1)
+        assert ex.answers[0].status == 200 and ex.answers[0].json()["result"]["content"][0]["text"] == "Hello, raw."
+
+
 def test_chunk_extensions_count_toward_a_limit(srv: HttpServer) -> None:
     """A chunk-size line whose extension runs on is refused once it passes max_header_bytes
     (32 KiB): 128 KiB of it get a 400 without the line ever ending."""

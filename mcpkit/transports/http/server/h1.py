@@ -23,7 +23,7 @@ from email.utils import formatdate
 
 import httptools
 
-__all__ = ["H1Connection", "Limits", "Request", "response_head", "chunk", "LAST_CHUNK", "REASONS"]
+__all__ = ["H1Connection", "Limits", "Request", "response_head", "chunk", "split_absolute_form", "LAST_CHUNK", "REASONS"]
 
 REASONS: dict[int, bytes] = {
     100: b"Continue", 200: b"OK", 201: b"Created", 202: b"Accepted", 204: b"No Content",
@@ -224,26 +224,21 @@ class H1Connection:
         if req.http_version != "1.0" and self._hosts == 0:
             self._refuse(400, "an HTTP/1.1 request must have a Host header field")
             raise _Refuse
-        if _ABSOLUTE.match(req.raw_path):
-            self._absolute_form(req)
+        try:
+            absolute = split_absolute_form(req.raw_path)
+        except ValueError as exc:
+            self._refuse(400, str(exc))
+            raise _Refuse from None
+        if absolute is not None:  # served as its path, with the target's authority as the Host
+            authority, req.raw_path = absolute
+            req.headers["host"] = authority.decode("latin-1")
+            req.raw_headers = [(n, v) for n, v in req.raw_headers if n != b"host"] + [(b"host", authority)]
         length = headers.get("content-length")
         if length is not None and int(length) > self.limits.max_body_bytes:  # llhttp checked the digits
             self._refuse(413, f"the request body is larger than {self.limits.max_body_bytes} bytes")
             raise _Refuse
         if headers.get("expect", "").lower() == "100-continue" and req.http_version != "1.0":
             self.continue_wanted = True
-
-    def _absolute_form(self, req: Request) -> None:
-        """``http://authority/path?query`` -> ``/path`` (query kept), Host = authority."""
-        rest = req.raw_path.split(b"://", 1)[1]
-        end = min((i for i in (rest.find(b"/"), rest.find(b"?")) if i != -1), default=len(rest))
-        authority, target = rest[:end], rest[end:]
-        if not authority or b"@" in authority or _HOST.fullmatch(authority) is None:
-            self._refuse(400, "the request target's authority is not a valid host")
-            raise _Refuse
-        req.raw_path = target if target.startswith(b"/") else b"/" + target
-        req.headers["host"] = authority.decode("latin-1")
-        req.raw_headers = [(n, v) for n, v in req.raw_headers if n != b"host"] + [(b"host", authority)]
 
     def on_body(self, body: bytes) -> None:
         req = self._current
@@ -268,6 +263,20 @@ class H1Connection:
         if len(self.ready) >= self.limits.max_pipelined:
             self.closed_to_new = True  # answer these, then close: no unbounded queue
             raise _Refuse
+
+
+def split_absolute_form(target: bytes) -> tuple[bytes, bytes] | None:
+    """``http://authority/path?query`` -> (authority, ``/path?query``); None when ``target``
+    is not in absolute form; ValueError when its authority is not a host (RFC 9112 §3.2.2:
+    the server then uses the target's authority, not the Host field)."""
+    if _ABSOLUTE.match(target) is None:
+        return None
+    rest = target.split(b"://", 1)[1]
+    end = min((i for i in (rest.find(b"/"), rest.find(b"?")) if i != -1), default=len(rest))
+    authority, path = rest[:end], rest[end:]
+    if not authority or b"@" in authority or _HOST.fullmatch(authority) is None:
+        raise ValueError("the request target's authority is not a valid host")
+    return authority, path if path.startswith(b"/") else b"/" + path
 
 
 # -- responses --------------------------------------------------------------------------------------
