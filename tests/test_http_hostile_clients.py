@@ -267,8 +267,8 @@ def srv():
     (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1 evil\r\n\r\n", 400),  # not a host
     (b"GET http://evil.example/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 421),  # the target's host counts
     (b"GET http://user@127.0.0.1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400),
-    (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n", 501),
-    (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501),
+    (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n", 400),
+    (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 400),
     (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", 400),
 ])
 def test_host_and_transfer_coding_rules(srv: HttpServer, raw: bytes, status: int) -> None:

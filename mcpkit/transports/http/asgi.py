@@ -34,7 +34,7 @@ from .wire import RETRY_SOON, BodyTooLarge, Disconnected, error_body, rest_error
 #: The JSON-RPC endpoints; every other path answers errors as ``{"error": {"code", "message"}}``.
 _MCP_PATHS = frozenset({"/mcp", "/mcp/", "/sse", "/messages"})
 REASONS_TEXT = {400: "Bad Request", 408: "Request Timeout", 414: "URI Too Long", 431: "Request Header Fields Too Large",
-                501: "Not Implemented", 505: "HTTP Version Not Supported"}
+                505: "HTTP Version Not Supported"}
 log = logging.getLogger("mcpkit.http")
 
 

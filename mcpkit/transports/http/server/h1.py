@@ -3,8 +3,8 @@ framing of responses.
 
 ``H1Connection.feed(data)`` runs the httptools (llhttp) parser over what the socket gave;
 complete requests queue up in ``ready`` in arrival order (pipelining), and a request the
-server must refuse sets ``error`` to the status to answer with (400, 413, 414, 431, 501,
-505) — after which the connection is to be closed. Limits are checked as bytes arrive, so
+server must refuse sets ``error`` to the status to answer with (400, 413, 414, 431, 505) —
+after which the connection is to be closed. Limits are checked as bytes arrive, so
 nothing over a limit is ever held: chunk framing (sizes, extensions, trailers) included.
 llhttp is strict about framing (Content-Length with Transfer-Encoding, duplicate
 Content-Length, obs-fold, bare LF are all refused); on top of it an HTTP/1.0 request with
@@ -216,9 +216,8 @@ class H1Connection:
         coding = headers.get("transfer-encoding")
         if coding is not None:
             codings = [c.strip().lower() for c in coding.split(",")]
-            if codings[-1] != "chunked" or len(codings) != 1:
-                status = 400 if codings[-1] != "chunked" or "chunked" in codings[:-1] else 501
-                self._refuse(status, f"Transfer-Encoding {coding!r} is not served: only chunked alone is")
+            if codings != ["chunked"]:  # 400, not 501: the server answers nothing a client did with a 5xx
+                self._refuse(400, f"Transfer-Encoding {coding!r} is not served: only chunked alone is")
                 raise _Refuse
             self._chunked = True
         if req.http_version != "1.0" and self._hosts == 0:
