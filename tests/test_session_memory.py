@@ -33,6 +33,17 @@ def _big_call(srv: HttpServer, sid: str, size: int, headers: dict[str, str] | No
     return status, h
 
 
+def _answered(srv: HttpServer, n: int, size: int, headers: dict[str, str] | None = None) -> tuple[list[str], float]:
+    """``n`` new sessions, then one answer of ``size`` bytes in each (JSON, or streamed when
+    ``headers`` prefer it): their ids, and the server's RSS before the answers."""
+    sids = [srv.initialize() for _ in range(n)]
+    before = _rss_mib(srv.proc.pid)
+    for sid in sids:
+        status, h = _big_call(srv, sid, size, headers)
+        assert status == 200 and h["content-type"].startswith("text/event-stream" if headers else "application/json")
+    return sids, before
+
+
 @pytest.fixture
 def hostile(tmp_path: Path) -> dict[str, str]:
     return {**plugin_env(tmp_path / "site"), "MCPKIT_ACCESS_LOG": "false"}
@@ -44,11 +55,7 @@ def test_answers_sent_as_json_are_not_kept_for_replay(hostile: dict[str, str]) -
     """60 idle sessions with one 3 MB answer each, sent as plain JSON (no event id, so no
     client can ever resume it): nothing of them stays (180 MB stayed before)."""
     with HttpServer("--plugin", "hostile", env=hostile) as srv:
-        sids = [srv.initialize() for _ in range(60)]
-        before = _rss_mib(srv.proc.pid)
-        for sid in sids:
-            status, h = _big_call(srv, sid, 3_000_000)
-            assert status == 200 and h["content-type"] == "application/json"
+        _, before = _answered(srv, 60, 3_000_000)
         grown = _rss_mib(srv.proc.pid) - before
         assert grown < 60, grown
 
@@ -57,11 +64,7 @@ def test_a_streamed_answer_over_event_store_bytes_is_not_kept(hostile: dict[str,
     """Streamed 3 MB answers with event_store_bytes at its 1 MiB default: none can be kept
     within the bound, so none is (each session kept its newest whatever its size before)."""
     with HttpServer("--plugin", "hostile", env=hostile) as srv:
-        sids = [srv.initialize() for _ in range(60)]
-        before = _rss_mib(srv.proc.pid)
-        for sid in sids:
-            status, h = _big_call(srv, sid, 3_000_000, SSE_FIRST)
-            assert status == 200 and h["content-type"].startswith("text/event-stream")
+        _, before = _answered(srv, 60, 3_000_000, SSE_FIRST)
         grown = _rss_mib(srv.proc.pid) - before
         assert grown < 60, grown
 
@@ -85,10 +88,7 @@ def test_all_sessions_replay_stores_share_one_bound(hostile: dict[str, str]) -> 
     still be resumed."""
     env = {**hostile, "MCPKIT_EVENT_STORE_BYTES": str(2 * MIB), "MCPKIT_EVENT_STORE_TOTAL_BYTES": str(16 * MIB)}
     with HttpServer("--plugin", "hostile", env=env) as srv:
-        sids = [srv.initialize() for _ in range(100)]
-        before = _rss_mib(srv.proc.pid)
-        for sid in sids:
-            assert _big_call(srv, sid, 1_000_000, SSE_FIRST)[0] == 200
+        sids, before = _answered(srv, 100, 1_000_000, SSE_FIRST)
         grown = _rss_mib(srv.proc.pid) - before
         assert grown < 50, grown  # 100 MB stayed before
         # 2025-11-25 streams open with a priming event "1.0"; the answer follows it
@@ -158,10 +158,7 @@ def test_deleting_sessions_returns_their_memory_at_once(hostile: dict[str, str])
     collector before)."""
     env = {**hostile, "MCPKIT_EVENT_STORE_BYTES": str(4 * MIB), "MCPKIT_EVENT_STORE_TOTAL_BYTES": str(1024 * MIB)}
     with HttpServer("--plugin", "hostile", env=env) as srv:
-        sids = [srv.initialize() for _ in range(200)]
-        baseline = _rss_mib(srv.proc.pid)
-        for sid in sids:
-            assert _big_call(srv, sid, 3_000_000, SSE_FIRST)[0] == 200
+        sids, baseline = _answered(srv, 200, 3_000_000, SSE_FIRST)
         full = _rss_mib(srv.proc.pid)
         assert full - baseline > 400, (baseline, full)  # they are kept, so the measure means something
         for sid in sids:
