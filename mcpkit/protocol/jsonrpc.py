@@ -17,6 +17,8 @@ INTERNAL_ERROR = -32603
 #: request (other than a tool call, which answers isError) ran past its deadline
 SERVER_BUSY = -32000
 REQUEST_TIMEOUT = -32001
+#: a handshake-era ``initialize`` found every session slot busy (HTTP 503 with Retry-After)
+TOO_MANY_SESSIONS = -32010
 # MCP-defined codes (2026-07-28 numbering)
 HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021

@@ -48,10 +48,15 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     auth: AuthSettings = msgspec.field(default_factory=AuthSettings)
     #: idle handshake-era sessions expire after this many seconds
     session_ttl_s: float = 1800.0
-    max_sessions: int = 1000
-    #: SSE events kept per session for Last-Event-ID replay, at most this many and bytes
+    #: handshake-era sessions one process keeps; past it the idlest one without a request or
+    #: stream in progress is evicted (503, -32010, when every one is busy). Above
+    #: max_connections, so open GET streams (one connection each) cannot take them all.
+    max_sessions: int = 4096
+    #: SSE events kept per session for Last-Event-ID replay, at most this many and bytes (a
+    #: bigger message is not kept); all sessions' replay stores together at most total bytes
     event_store_size: int = 1000
     event_store_bytes: int = 1024 * 1024
+    event_store_total_bytes: int = 256 * 1024 * 1024
     #: keep-alive comment interval on long-lived SSE streams, seconds
     sse_heartbeat_s: float = 15.0
     #: bytes of messages one SSE stream may have waiting to be written; a client that lets
@@ -73,13 +78,18 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     keyfile: str | None = None
     #: a request head must be complete this many seconds after it (or the connection) began
     header_timeout_s: float = 10.0
-    #: longest pause inside a request body
+    #: longest pause inside a request body; the whole body must also arrive within this plus
+    #: one second per min_body_bytes_per_s bytes (0: no overall deadline)
     body_timeout_s: float = 30.0
+    min_body_bytes_per_s: int = 1024
     #: idle keep-alive connections are closed after this many seconds
     keepalive_timeout_s: float = 75.0
-    #: a client that takes no byte of a response for this long is disconnected
+    #: a client that takes no byte of a response (or acknowledges none: it vanished) for this
+    #: long is disconnected
     send_timeout_s: float = 30.0
-    #: open connections at most; more are answered 503 and closed
+    #: open connections at most; at the cap a new one takes the place of the connection that
+    #: has waited longest without a request in progress (idle, or slow with its head or body);
+    #: when there is none it is answered 503 and closed
     max_connections: int = 2048
     max_url_bytes: int = 8192
     #: request line and header fields together (431 past it)

@@ -28,6 +28,7 @@ from .security import Guard
 from .sessions import SessionManager
 from .streamable import Streamable
 from .accesslog import AccessLog
+from .logsink import logging_through, stderr_sink
 from .auth import ResourceServer
 from .exchange import AsgiExchange, Exchange, Receive, Scope, Send
 from .wire import RETRY_SOON, BodyTooLarge, Disconnected, error_body, rest_error
@@ -54,7 +55,7 @@ class HttpApp:
 
             shared = SharedSessions(app.shared, s.session_ttl_s, s.event_store_size, s.event_store_bytes)
         self.sessions = SessionManager(s.session_ttl_s, s.max_sessions, s.event_store_size, s.sse_backlog_bytes,
-                                       s.event_store_bytes, shared)
+                                       s.event_store_bytes, shared, s.event_store_total_bytes)
         self.sessions.new_connection = app.new_connection
         self.streamable = Streamable(app, self.sessions)
         self.streamable.step_up = self.auth.step_up if self.auth is not None else None
@@ -90,7 +91,10 @@ class HttpApp:
     async def running(self) -> AsyncIterator[None]:
         """Plugin lifespans, the session expiry and change forwarding, the plain routes: held
         open while a server serves this app. On exit the sessions end (after the drain)."""
-        async with plugin_lifespans(self.app, self.lifespans, strict=self.strict), trio.open_nursery() as nursery:
+        sink = stderr_sink()  # the server log, too, never blocks the event loop
+        async with logging_through(sink), plugin_lifespans(self.app, self.lifespans, strict=self.strict), \
+                trio.open_nursery() as nursery:
+            nursery.start_soon(sink.flush_forever)
             self.streamable.nursery = nursery
             nursery.start_soon(self.sessions.expire_forever)
             nursery.start_soon(self.streamable.forward_changes)

@@ -2,15 +2,19 @@
 
 One task per connection (``connection.py``); one sweeper task that, twice a second, ends the
 connections whose phase has outlasted its deadline: a request head not complete within
-``header_timeout_s`` (slowloris), a gap in a body over ``body_timeout_s``, keep-alive idleness
-over ``keepalive_timeout_s``. Past ``max_connections`` a new connection is answered 503 and
-closed at once.
+``header_timeout_s`` (slowloris), a gap in a body over ``body_timeout_s`` or a whole body
+slower than that plus ``min_body_bytes_per_s``, keep-alive idleness over
+``keepalive_timeout_s``. At ``max_connections`` a new connection takes the place of the one
+that has held its place longest without earning it (idle, or slow with its request: see
+``Connection.lag``), so slow clients cannot lock out the others; when every connection is
+answering a request, the new one is answered 503 and closed at once.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import socket
 import ssl
@@ -29,6 +33,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcpkit.http")
 SWEEP_S = 0.5
+#: a connection is shed at the cap only once it has lagged this long (a new client's request
+#: arrives well within it)
+SHED_AFTER_S = 1.0
+#: connections are ranked for shedding at most this often (each ranking serves many accepts)
+RANK_EVERY_S = 0.1
 _BUSY_BODY = b'{"error":{"code":"SERVER_BUSY","message":"too many open connections; retry shortly"}}'
 _BUSY = response_head(503, [(b"content-type", b"application/json"), (b"retry-after", b"1")],
                       length=len(_BUSY_BODY), close=True) + _BUSY_BODY
@@ -111,6 +120,7 @@ class HttpServer:
                              settings.max_message_bytes)
         self.header_timeout = settings.header_timeout_s
         self.body_timeout = settings.body_timeout_s
+        self.min_body_rate = settings.min_body_bytes_per_s
         self.keepalive_timeout = settings.keepalive_timeout_s
         self.send_timeout = settings.send_timeout_s
         self.max_connections = settings.max_connections
@@ -118,6 +128,11 @@ class HttpServer:
         self.connections: set[Connection] = set()
         self.draining = False
         self.now = 0.0
+        self._sheddable: list[Connection] = []  # at the cap: who may make room, laggiest last
+        self._ranked_at = -math.inf
+        #: TCP_USER_TIMEOUT: unacknowledged data for send_timeout_s ends the connection in the kernel
+        self._user_timeout_ms = (int(self.send_timeout * 1000) if _USER_TIMEOUT is not None
+                                 and 0 < self.send_timeout < 2_000_000 else 0)
         self._accepting = trio.CancelScope()
         self._idle = trio.Event()
 
@@ -157,14 +172,33 @@ class HttpServer:
                 log.warning("accept failed: %s", exc)
                 await trio.sleep(0.1)
                 continue
-            if len(self.connections) >= self.max_connections:
+            if len(self.connections) >= self.max_connections and not self._make_room():
                 _refuse_busy(client)
                 continue
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._user_timeout_ms:  # a peer that vanished (no ACK for what we sent) ends the connection
+                client.setsockopt(socket.IPPROTO_TCP, _USER_TIMEOUT, self._user_timeout_ms)
             conn = Connection(self, self._io(client), scheme)
             self.connections.add(conn)
             nursery.start_soon(self._run, conn)
+
+    def _make_room(self) -> bool:
+        """At the cap: end the connection that has lagged longest (at least ``SHED_AFTER_S``),
+        so a new one can take its place. The candidates are ranked once for many accepts (again
+        when they are used up, at most every ``RANK_EVERY_S``), not per connection accepted."""
+        now = trio.current_time()
+        if not self._sheddable and now - self._ranked_at >= RANK_EVERY_S:
+            self._ranked_at = now
+            lags = [(conn.lag(now), conn) for conn in self.connections]
+            self._sheddable = [conn for lag, conn in sorted(lags, key=lambda x: x[0]) if lag >= SHED_AFTER_S]
+        while self._sheddable:
+            conn = self._sheddable.pop()
+            if conn in self.connections and conn.lag(now) >= SHED_AFTER_S:
+                self.connections.discard(conn)  # its place is the new one's now; it closes at once
+                conn.end(shed=True)
+                return True
+        return False
 
     def _io(self, client: socket.socket) -> Any:
         if self.ssl_context is None:
@@ -186,6 +220,9 @@ class HttpServer:
             self.now = now = trio.current_time()
             for conn in list(self.connections):
                 conn.sweep(now)
+
+
+_USER_TIMEOUT: int | None = getattr(socket, "TCP_USER_TIMEOUT", None)
 
 
 def _refuse_busy(client: socket.socket) -> None:
