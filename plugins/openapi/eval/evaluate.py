@@ -211,6 +211,8 @@ def _searcher(qs: QuerySet, mode: str) -> tuple[Any, list[str], float]:
         searcher = Searcher(catalog.operations, mode="lexical", word_vectors=False)
     else:
         searcher = Searcher(catalog.operations, mode=mode, cache_dir=cache)
+        if mode == "hybrid" and not searcher.wait_ready():
+            raise SpecUnavailable(f"the embedding model failed: {searcher.model_error}")
     return searcher, [op.operation_id for op in catalog.operations], time.perf_counter() - t0
 
 
