@@ -4,8 +4,9 @@ Floors sit just below the figures measured when they were set (plugin README): t
 splits of Bitbucket and Stripe and the test-only Slack, Kubernetes, Discord and Box sets,
 which no tuning touched, plus GitHub's original set and the dev-only Bluesky, KubeVirt,
 Twilio and Jira sets (dev sets: rules were tuned on them). A ranking change that loses
-queries fails here. GitHub's spec needs npm once (fetched into the eval cache); the
-other specs are committed.
+queries fails here. GitHub's and Bitbucket's specs need npm once (fetched into the eval
+cache); the other specs are committed. The hybrid floors run in `make test`: the model and
+onnxruntime are default dependencies of the plugin.
 """
 
 from __future__ import annotations
@@ -23,18 +24,18 @@ from mcpkit_openapi.ranking import hybrid_available
 EVAL = Path(__file__).resolve().parents[1] / "eval" / "evaluate.py"
 # (api, split) -> mode -> (recall@5, MRR) floors
 FLOORS: dict[tuple[str, str], dict[str, tuple[float, float]]] = {
-    ("github", "dev"): {"lexical": (0.87, 0.73), "hybrid": (0.92, 0.73)},
-    ("bitbucket", "test"): {"lexical": (0.85, 0.66), "hybrid": (0.79, 0.64)},
-    ("stripe", "test"): {"lexical": (0.87, 0.72), "hybrid": (0.90, 0.76)},
-    ("slack", "test"): {"lexical": (0.77, 0.66), "hybrid": (0.87, 0.68)},
-    ("kubernetes", "test"): {"lexical": (0.72, 0.66), "hybrid": (0.71, 0.60)},
-    ("discord", "test"): {"lexical": (0.72, 0.45), "hybrid": (0.66, 0.50)},
-    ("box", "test"): {"lexical": (0.52, 0.39), "hybrid": (0.55, 0.46)},
+    ("github", "dev"): {"lexical": (0.87, 0.73), "hybrid": (0.90, 0.76)},
+    ("bitbucket", "test"): {"lexical": (0.79, 0.72), "hybrid": (0.87, 0.72)},
+    ("stripe", "test"): {"lexical": (0.87, 0.72), "hybrid": (0.90, 0.77)},
+    ("slack", "test"): {"lexical": (0.77, 0.66), "hybrid": (0.87, 0.69)},
+    ("kubernetes", "test"): {"lexical": (0.72, 0.66), "hybrid": (0.68, 0.60)},
+    ("discord", "test"): {"lexical": (0.72, 0.45), "hybrid": (0.69, 0.54)},
+    ("box", "test"): {"lexical": (0.52, 0.39), "hybrid": (0.58, 0.44)},
     # dev-only sets (rules were tuned on them; kept so a change that loses them is seen)
-    ("bluesky", "dev"): {"lexical": (0.83, 0.71), "hybrid": (0.86, 0.75)},
-    ("kubevirt", "dev"): {"lexical": (0.82, 0.70), "hybrid": (0.88, 0.68)},
-    ("twilio", "dev"): {"lexical": (0.66, 0.43), "hybrid": (0.61, 0.47)},
-    ("jira", "dev"): {"lexical": (0.58, 0.50), "hybrid": (0.50, 0.42)},
+    ("bluesky", "dev"): {"lexical": (0.83, 0.71), "hybrid": (0.86, 0.72)},
+    ("kubevirt", "dev"): {"lexical": (0.82, 0.70), "hybrid": (0.88, 0.70)},
+    ("twilio", "dev"): {"lexical": (0.66, 0.43), "hybrid": (0.69, 0.50)},
+    ("jira", "dev"): {"lexical": (0.58, 0.50), "hybrid": (0.55, 0.44)},
 }
 
 
@@ -55,8 +56,8 @@ def evaluate() -> ModuleType:
 @pytest.fixture(scope="module", params=["lexical", "hybrid"])
 def results(request: pytest.FixtureRequest, evaluate: ModuleType) -> dict[tuple[str, str], dict[str, Any]]:
     mode = request.param
-    if mode == "hybrid" and not hybrid_available():
-        pytest.skip("mcpkit-openapi[embeddings] is not installed")
+    if mode == "hybrid" and not hybrid_available():  # a default dependency: only a --no-deps install lacks it
+        pytest.skip("onnxruntime / the model package are not installed")
     fetchable = {qs.api for qs in evaluate.query_sets() if evaluate.spec_cached_or_fetchable(qs)}
     apis = [api for api, _ in FLOORS if api in fetchable]  # without npm, the committed specs still run
     rows = evaluate.evaluate(mode, repeats=1, apis=apis)
@@ -135,6 +136,8 @@ def test_ranking_quality_floor(results: dict[tuple[str, str], dict[str, Any]], k
     assert row["mrr"] >= mrr_floor, f"{key} MRR {row['mrr']:.3f}"
     if row["mode"] == "lexical":
         assert row["p50_ms"] < 20, "lexical search became far slower than ~1 ms"
+    else:
+        assert row["p50_ms"] < 150, "hybrid search became far slower than ~5-15 ms"
 
 
 def test_rankings_do_not_depend_on_hash_seed() -> None:

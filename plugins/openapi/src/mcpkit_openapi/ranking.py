@@ -26,7 +26,8 @@ MODES = ("hybrid", "lexical")
 LEXICAL_WEIGHT = 0.5
 COS_FLOOR = 0.3
 CANDIDATES = 100  # from each ranker, before fusion
-LEXICAL_SCORED = 300  # BM25F scores kept for the embedding's candidates
+LEXICAL_SCORED = 300
+LOAD_WAIT = 5.0  # seconds a query waits for the model and cached embeddings to load  # BM25F scores kept for the embedding's candidates
 # The lexical mode re-orders BM25F's best RERANK_CANDIDATES by adding WORD_VECTOR_WEIGHT times
 # the cosine of static word vectors (wordvec.py). Chosen on the dev sets (plugin README).
 RERANK_CANDIDATES = 30
@@ -76,12 +77,12 @@ def embedding_cache(texts: list[str], cache_dir: Path | None, model_id: str) -> 
 class Searcher:
     """Answers queries over a fixed list of operations; results are (index, score in [0, 1]).
 
-    In ``hybrid`` mode, when the embeddings of these operations are cached, the model and the
-    embeddings load on the first query (about 0.4 s), so a server that is never asked pays
-    nothing. When they are not cached yet, a background thread computes them (seconds on a
-    large spec) and queries are answered in ``lexical`` mode until they are ready, so the first
-    answer never waits for them. If the model cannot be loaded, the searcher stays lexical and
-    ``model_error`` says why.
+    In ``hybrid`` mode a background thread loads the model and the operations' embeddings as
+    soon as the searcher exists. When the embeddings are cached that takes about 0.4 s, and a
+    query that arrives meanwhile waits for it (at most ``LOAD_WAIT`` seconds). When they are
+    not cached yet, computing them takes seconds on a large spec, so queries are answered in
+    ``lexical`` mode until they are ready and the first answer never waits for them. If the
+    model cannot be loaded, the searcher stays lexical and ``model_error`` says why.
     """
 
     def __init__(self, operations: Sequence[Operation], mode: str = "lexical",
@@ -102,6 +103,7 @@ class Searcher:
         self._cache: Path | None = None
         self._model = model
         self._builder: threading.Thread | None = None
+        self._cached = False
         if mode == "hybrid":
             if not hybrid_available(own_model=model is not None):
                 raise RankingUnavailable(
@@ -110,9 +112,9 @@ class Searcher:
                 )
             self._texts = [embedding_text(op) for op in self.operations]
             self._cache = embedding_cache(self._texts, cache_dir, self._model_id())
-            if self._cache is None or not self._cache.exists():
-                self._builder = threading.Thread(target=self._build, name="openapi-embeddings", daemon=True)
-                self._builder.start()
+            self._cached = self._cache is not None and self._cache.exists()
+            self._builder = threading.Thread(target=self._build, name="openapi-embeddings", daemon=True)
+            self._builder.start()
 
     def _model_id(self) -> str:
         from .embed import DEFAULT_MODEL_NAME
@@ -149,7 +151,11 @@ class Searcher:
         if self.semantic is not None or self.model_error is not None:
             return self.semantic
         if self._builder is not None and self._builder.is_alive():
-            return None
+            if not self._cached:
+                return None  # computing embeddings: seconds; answer lexically meanwhile
+            self._builder.join(LOAD_WAIT)  # loading cached ones: well under a second
+            if self._builder.is_alive():
+                return None
         try:
             return self.load_semantic()
         except Exception as exc:
