@@ -48,6 +48,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 QUERIES = HERE / "queries.json"
 SETS = HERE / "sets"
+# Sets written blind (by someone who saw no ranking) after the ranking was last tuned: always
+# test-only, never tuned on, reported apart and counted among the never-tuned APIs.
+BLIND = HERE / "blind"
 NPM_PACKAGE = "@octokit/openapi"
 NPM_VERSION = os.environ.get("MCPKIT_OPENAPI_EVAL_VERSION", "23.0.2")
 SPEC_MEMBER = "generated/api.github.com.json"
@@ -146,11 +149,14 @@ def query_sets(apis: list[str] | None = None) -> list[QuerySet]:
     out = [QuerySet("github", "dev (the lexical weights were tuned on it)", Path(),
                     [{"query": q["query"], "split": "dev", "relevant": {i: 2 for i in q["expected"]}}
                      for q in load_queries()])]
-    for path in sorted(SETS.glob("*.json")):
-        doc = json.loads(path.read_text("utf-8"))
-        spec = Path(doc["spec"]) if doc["spec"].startswith("npm:") else HERE / doc["spec"]
-        out.append(QuerySet(doc["api"], doc["role"], spec, doc["queries"],
-                            "note" in doc and "#n" in doc["note"], doc))
+    for folder in (SETS, BLIND):
+        for path in sorted(folder.glob("*.json")):
+            doc = json.loads(path.read_text("utf-8"))
+            if folder == BLIND:
+                doc["blind"] = True
+            spec = Path(doc["spec"]) if doc["spec"].startswith("npm:") else HERE / doc["spec"]
+            out.append(QuerySet(doc["api"], doc["role"], spec, doc["queries"],
+                                "note" in doc and "#n" in doc["note"], doc))
     return [s for s in out if apis is None or s.api in apis]
 
 
@@ -293,6 +299,10 @@ def check_sets(apis: list[str] | None = None) -> list[str]:
         if qs.expand_duplicates:
             ids |= {re.sub(r"#\d+$", "", i) for i in ids}
         allowed = {"test-only": {"test"}, "dev-only": {"dev"}}.get(qs.role, {"dev", "test"})
+        if qs.meta.get("blind"):
+            allowed = {"test"}
+            if qs.role != "test-only":
+                problems.append(f"{where}: a blind set must have role 'test-only', not {qs.role!r}")
         seen: set[str] = set()
         for n, q in enumerate(qs.queries, 1):
             text = q.get("query", "")
@@ -317,8 +327,10 @@ def check_sets(apis: list[str] | None = None) -> list[str]:
 
 def summary(results: list[dict[str, Any]], split: str, roles: dict[str, str],
             test_only: bool = False) -> dict[str, float] | None:
-    """Unweighted mean over APIs of one split (optionally only the test-only APIs)."""
-    rows = [r for r in results if r["split"] == split and (not test_only or roles.get(r["api"]) == "test-only")]
+    """Unweighted mean over APIs of one split (optionally only the never-tuned APIs: the
+    test-only sets, blind ones included; ``roles`` gives ``blind`` for a blind set)."""
+    never = ("test-only", "blind")
+    rows = [r for r in results if r["split"] == split and (not test_only or roles.get(r["api"]) in never)]
     if not rows:
         return None
     return {k: statistics.fmean(r[k] for r in rows) for k in ("recall@1", "recall@5", "mrr", "ndcg@5")}
@@ -345,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
 
     apis = [a.strip() for a in args.apis.split(",") if a.strip()] or None
     splits = tuple(s.strip() for s in args.splits.split(",") if s.strip())
-    roles = {qs.api: qs.role for qs in query_sets(apis)}
+    roles = {qs.api: "blind" if qs.meta.get("blind") else qs.role for qs in query_sets(apis)}
     results = []
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
         if mode == "hybrid" and not hybrid_available():
@@ -366,9 +378,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"   miss: {m['query']!r} want {m['relevant']} rank={m['rank']} top={m['top']}")
     for mode in dict.fromkeys(r["mode"] for r in results):
         rows = [r for r in results if r["mode"] == mode]
+        blind = {api: role for api, role in roles.items() if role == "blind"}
         for label, split, only in (("dev, mean of APIs", "dev", False), ("test, mean of APIs", "test", False),
-                                   ("test, never-tuned APIs", "test", True)):
-            s = summary(rows, split, roles, only)
+                                   ("test, never-tuned APIs", "test", True), ("test, blind sets", "blind", True)):
+            if split == "blind":
+                s = summary([r for r in rows if r["api"] in blind], "test", roles, True) if blind else None
+            else:
+                s = summary(rows, split, roles, only)
             if s:
                 print(f"{mode:<8} {label:<24} R@1 {s['recall@1']:.3f}  R@5 {s['recall@5']:.3f}  "
                       f"MRR {s['mrr']:.3f}  nDCG@5 {s['ndcg@5']:.3f}")

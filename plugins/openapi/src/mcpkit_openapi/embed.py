@@ -60,8 +60,12 @@ class ModelSpec:
         """Part of the embedding cache key: a changed model file or setting re-embeds."""
         if self.name == DEFAULT_MODEL_NAME:
             return DEFAULT_MODEL_NAME
-        st = self.path.stat()
-        return f"{self.path}|{st.st_size}|{st.st_mtime_ns}|{self.pooling}|{self.document_prefix}|{self.max_tokens}"
+        try:
+            st = self.path.stat()
+            stamp = f"{st.st_size}|{st.st_mtime_ns}"
+        except OSError:  # gone since the settings were checked: loading it will say so
+            stamp = "missing"
+        return f"{self.path}|{stamp}|{self.pooling}|{self.document_prefix}|{self.max_tokens}"
 
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"

@@ -93,7 +93,6 @@ class Searcher:
             raise ValueError(f"ranking must be one of {', '.join(MODES)}, got {mode!r}")
         self.mode = mode
         self.operations = list(operations)
-        self.lexical = LexicalIndex(self.operations)
         self.semantic: Any = None  # embed.SemanticIndex once loaded
         self.model_error: str | None = None
         self.word_vectors = word_vectors
@@ -114,7 +113,8 @@ class Searcher:
             self._cache = embedding_cache(self._texts, cache_dir, self._model_id())
             self._cached = self._cache is not None and self._cache.exists()
             self._builder = threading.Thread(target=self._build, name="openapi-embeddings", daemon=True)
-            self._builder.start()
+            self._builder.start()  # before the lexical index: loading the model mostly runs outside the GIL
+        self.lexical = LexicalIndex(self.operations)
 
     def _model_id(self) -> str:
         from .embed import DEFAULT_MODEL_NAME
