@@ -1,7 +1,7 @@
 """mcpkit wiring: the ``search_ids`` and ``get_operation`` tools and the start-up index build.
 
-Configuration (``[plugins.openapi]``): ``specs``, ``cache_dir``, ``ranking``, ``timeout``; see the
-README. The engine (``engine.py`` and below) has no mcpkit dependency.
+Configuration (``[plugins.openapi]``): ``specs``, ``cache_dir``, ``ranking``, ``model``,
+``timeout``, ``max_spec_mb``; see the README. The engine (``engine.py`` and below) has no mcpkit dependency.
 """
 
 import contextlib
