@@ -34,6 +34,10 @@ class ModelError(ValueError):
     """A configured model directory that cannot be used (missing file, bad setting)."""
 
 
+class Stopped(Exception):
+    """Embedding was stopped (the process is shutting down)."""
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Which ONNX model embeds texts, and how.
@@ -166,11 +170,14 @@ class Encoder:
         self.lock = threading.Lock()
         self.dim = int(self.encode(["dimension probe"]).shape[1])
 
-    def encode(self, texts: list[str], prefix: str = "") -> np.ndarray:
+    def encode(self, texts: list[str], prefix: str = "", stop: threading.Event | None = None) -> np.ndarray:
+        """``stop``: checked between batches; when set, :class:`Stopped` is raised."""
         encoded = [self.tokenize(prefix + t) for t in texts]
         rows: list[np.ndarray | None] = [None] * len(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
         for start in range(0, len(order), BATCH):
+            if stop is not None and stop.is_set():
+                raise Stopped
             batch = order[start : start + BATCH]
             width = max(len(encoded[i]) for i in batch)
             ids = np.zeros((len(batch), width), dtype=np.int64)
@@ -207,8 +214,10 @@ def shared_encoder(spec: ModelSpec | None = None) -> Encoder:
 class SemanticIndex:
     """Embeddings of the operation texts (cached on disk by a hash of model and texts)."""
 
-    def __init__(self, texts: list[str], path: Path | None = None, spec: ModelSpec | None = None) -> None:
-        """``path``: the ``.npy`` cache of these texts' embeddings (see ``ranking.embedding_cache``)."""
+    def __init__(self, texts: list[str], path: Path | None = None, spec: ModelSpec | None = None,
+                 stop: threading.Event | None = None) -> None:
+        """``path``: the ``.npy`` cache of these texts' embeddings (see ``ranking.embedding_cache``);
+        ``stop``: ends a long embedding early (raises :class:`Stopped`)."""
         self.encoder = shared_encoder(spec)
         matrix = None
         if path is not None and path.exists():
@@ -219,7 +228,7 @@ class SemanticIndex:
             except (OSError, ValueError):
                 matrix = None
         if matrix is None:
-            matrix = self.encoder.encode(texts, self.encoder.spec.document_prefix)
+            matrix = self.encoder.encode(texts, self.encoder.spec.document_prefix, stop)
             if path is not None:
                 _save(path, matrix)
         self.matrix = matrix

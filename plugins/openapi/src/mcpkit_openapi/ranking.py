@@ -4,10 +4,12 @@ re-ordered by static word vectors; plain Python, no dependency)."""
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import logging
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,19 @@ LOAD_WAIT = 5.0  # seconds a query waits for the model and cached embeddings to 
 # the cosine of static word vectors (wordvec.py). Chosen on the dev sets (plugin README).
 RERANK_CANDIDATES = 30
 WORD_VECTOR_WEIGHT = 0.3
+
+
+SHUTDOWN_WAIT = 10.0  # seconds the process's exit waits for a background embedding to stop
+# Searchers whose background thread may be inside onnxruntime: at exit each is stopped and
+# joined, since a daemon thread still running native code while the interpreter finalises
+# aborts the process ("terminate called without an active exception").
+_searchers: weakref.WeakSet[Searcher] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_background_work() -> None:
+    for searcher in list(_searchers):
+        searcher.close(SHUTDOWN_WAIT)
 
 
 class RankingUnavailable(RuntimeError):
@@ -103,6 +118,7 @@ class Searcher:
         self._model = model
         self._builder: threading.Thread | None = None
         self._cached = False
+        self._stop = threading.Event()
         if mode == "hybrid":
             if not hybrid_available(own_model=model is not None):
                 raise RankingUnavailable(
@@ -113,6 +129,7 @@ class Searcher:
             self._cache = embedding_cache(self._texts, cache_dir, self._model_id())
             self._cached = self._cache is not None and self._cache.exists()
             self._builder = threading.Thread(target=self._build, name="openapi-embeddings", daemon=True)
+            _searchers.add(self)
             self._builder.start()  # before the lexical index: loading the model mostly runs outside the GIL
         self.lexical = LexicalIndex(self.operations)
 
@@ -122,11 +139,21 @@ class Searcher:
         return DEFAULT_MODEL_NAME if self._model is None else self._model.cache_id
 
     def _build(self) -> None:
+        from .embed import Stopped
+
         try:
             self.load_semantic()
+        except Stopped:
+            pass
         except Exception as exc:  # reported through model_error; the searcher stays lexical
             self.model_error = f"{type(exc).__name__}: {exc}"
             log.error("openapi: the embedding model cannot be used, ranking lexically: %s", self.model_error)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop a background embedding build (between two batches) and wait for its thread."""
+        self._stop.set()
+        if self._builder is not None:
+            self._builder.join(timeout)
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait for a background embedding build, or load the cached embeddings now (the
@@ -143,12 +170,12 @@ class Searcher:
             if self.semantic is None:
                 from .embed import SemanticIndex
 
-                self.semantic = SemanticIndex(self._texts, self._cache, self._model)
+                self.semantic = SemanticIndex(self._texts, self._cache, self._model, self._stop)
             return self.semantic
 
     def _semantic_now(self) -> Any:
         """The semantic index if it can answer now, else None (still building, or failed)."""
-        if self.semantic is not None or self.model_error is not None:
+        if self.semantic is not None or self.model_error is not None or self._stop.is_set():
             return self.semantic
         if self._builder is not None and self._builder.is_alive():
             if not self._cached:
