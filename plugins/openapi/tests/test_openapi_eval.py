@@ -31,6 +31,9 @@ FLOORS: dict[tuple[str, str], dict[str, tuple[float, float]]] = {
     ("kubernetes", "test"): {"lexical": (0.72, 0.66), "hybrid": (0.68, 0.60)},
     ("discord", "test"): {"lexical": (0.72, 0.45), "hybrid": (0.69, 0.54)},
     ("box", "test"): {"lexical": (0.52, 0.39), "hybrid": (0.58, 0.44)},
+    # blind sets of issue 28 (eval/blind), measured once after the last ranking change
+    ("digitalocean", "test"): {"lexical": (0.57, 0.45), "hybrid": (0.57, 0.44)},
+    ("zoom", "test"): {"lexical": (0.72, 0.67), "hybrid": (0.60, 0.55)},
     # dev-only sets (rules were tuned on them; kept so a change that loses them is seen)
     ("bluesky", "dev"): {"lexical": (0.83, 0.71), "hybrid": (0.86, 0.72)},
     ("kubevirt", "dev"): {"lexical": (0.82, 0.70), "hybrid": (0.88, 0.70)},
