@@ -4,8 +4,8 @@ Floors sit just below the figures measured when they were set (plugin README): t
 splits of Bitbucket and Stripe and the test-only Slack, Kubernetes, Discord and Box sets,
 which no tuning touched, plus GitHub's original set and the dev-only Bluesky, KubeVirt,
 Twilio and Jira sets (dev sets: rules were tuned on them). A ranking change that loses
-queries fails here. GitHub's and Bitbucket's specs need npm once (fetched into the eval
-cache); the other specs are committed. The hybrid floors run in `make test`: the model and
+queries fails here. The specs of GitHub, Bitbucket and the blind sets need npm once (fetched
+into the eval cache); the other specs are committed. The hybrid floors run in `make test`: the model and
 onnxruntime are default dependencies of the plugin.
 """
 
