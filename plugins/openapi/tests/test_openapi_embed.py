@@ -52,8 +52,9 @@ def test_similar_sentences_are_close() -> None:
     assert float(a @ b) > float(a @ c) + 0.15
 
 
-def test_hybrid_is_the_default_and_builds_embeddings_in_the_background(tmp_path: Path) -> None:
-    settings = Settings.from_config({"cache_dir": str(tmp_path)})
+def test_hybrid_builds_embeddings_in_the_background(tmp_path: Path) -> None:
+    assert Settings.from_config({"cache_dir": str(tmp_path)}).ranking == "lexical"  # the default
+    settings = Settings.from_config({"cache_dir": str(tmp_path), "ranking": "hybrid"})
     assert settings.ranking == "hybrid"
     engine = Engine(settings)
     t0 = time.perf_counter()
@@ -66,7 +67,7 @@ def test_hybrid_is_the_default_and_builds_embeddings_in_the_background(tmp_path:
     assert all(0 < h.similarity_score <= 1 for h in hits)
     assert engine.search("zzzz qqqq", 5) == []  # neither a word nor a meaning in common
     assert list(tmp_path.glob("emb-*.npy"))
-    again = Engine(Settings.from_config({"cache_dir": str(tmp_path)}))  # cached: loads in the background
+    again = Engine(Settings.from_config({"cache_dir": str(tmp_path), "ranking": "hybrid"}))  # cached: loads in the background
     assert [h.operation_id for h in again.search("erase a remark", 3)] == [h.operation_id for h in hits]
     assert again.searcher.effective_mode == "hybrid"  # the first answer waited for the short load
 
@@ -91,7 +92,7 @@ def test_a_model_directory_as_a_setting(tmp_path: Path) -> None:
     assert float(shared_encoder(table.model).encode(["close an issue"])[0] @ packaged) < 0.99
     # each model has its own embedding cache entry
     assert len(list((tmp_path / "cache").glob("emb-*.npy"))) == 1
-    Engine(Settings.from_config({"cache_dir": str(tmp_path / "cache")})).searcher.wait_ready(60)
+    Engine(Settings.from_config({"cache_dir": str(tmp_path / "cache"), "ranking": "hybrid"})).searcher.wait_ready(60)
     assert len(list((tmp_path / "cache").glob("emb-*.npy"))) == 2
 
 

@@ -59,7 +59,7 @@ def evaluate() -> ModuleType:
 @pytest.fixture(scope="module", params=["lexical", "hybrid"])
 def results(request: pytest.FixtureRequest, evaluate: ModuleType) -> dict[tuple[str, str], dict[str, Any]]:
     mode = request.param
-    if mode == "hybrid" and not hybrid_available():  # a default dependency: only a --no-deps install lacks it
+    if mode == "hybrid" and not hybrid_available():  # the [embeddings] extra (make install brings it)
         pytest.skip("onnxruntime / the model package are not installed")
     fetchable = {qs.api for qs in evaluate.query_sets() if evaluate.spec_cached_or_fetchable(qs)}
     apis = [api for api, _ in FLOORS if api in fetchable]  # without npm, the committed specs still run

@@ -66,14 +66,16 @@ class Settings:
         except ValueError as exc:
             raise SettingsError(f"[plugins.openapi] specs: {exc}") from None
         model_setting = config.get("model")
-        default_ranking = "hybrid" if hybrid_available(own_model=model_setting is not None) else "lexical"
+        # lexical unless a model is named: the packaged model's install (~180 MB) is over the
+        # plugin's budget, and on APIs nobody tuned for it ranks no better (eval/README.md)
+        default_ranking = "hybrid" if model_setting is not None else "lexical"
         ranking = config.get("ranking", default_ranking)
         if ranking not in MODES:
             raise SettingsError(f"[plugins.openapi] ranking must be one of {', '.join(MODES)}, got {ranking!r}")
         if ranking == "hybrid" and not hybrid_available(own_model=model_setting is not None):
             raise SettingsError(
-                "[plugins.openapi] ranking = 'hybrid' needs onnxruntime, numpy and the model package, "
-                "which a plain 'pip install mcpkit-openapi' brings; they are missing here "
+                "[plugins.openapi] ranking = 'hybrid' needs onnxruntime, numpy and the model package: "
+                "pip install 'mcpkit-openapi[embeddings]' "
                 "(or use ranking = 'lexical')"
             )
         model = None
