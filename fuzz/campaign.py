@@ -1,15 +1,19 @@
 """A bounded fuzz and abuse campaign against real `mcpkit serve` processes (`make fuzz`).
 
-    .venv/bin/python fuzz/campaign.py [--seconds 60] [--transports stdio,http] [--seed 1] [--out report.json]
+    .venv/bin/python fuzz/campaign.py [--seconds 60] [--transports stdio,http,auth] [--seed 1] [--out report.json]
 
 Each transport gets its own server, with the conformance fixture, codesearch, openapi and a
 misbehaving test plugin loaded. For the given time per transport the campaign sends hostile
 and careless traffic (fuzz/generate.py) and counts what must never happen: crashes (the
 process exits), hangs (a liveness probe or a request unanswered for 10 s), 5xx answers
 (a 503 with Retry-After excepted), non-JSON lines on stdout, JSON-RPC answers that are not
-well formed. It also reports -32603 answers, tracebacks on stderr, and the server's RSS and
-open fds after a warm-up and at the end. Exit status 1 when anything that must never happen
-did, or memory grew by more than --max-rss-growth-mib.
+well formed. The auth leg (fuzz/drive_auth.py, a server taking JWTs) also counts forged or
+misdirected tokens that were served, good ones that were refused and tokens in the log. It
+also reports -32603 answers, tracebacks on stderr, and the server's RSS and open fds after a
+warm-up and at the end. Then a last leg (fuzz/hostile_repos.py, --repo-seconds) has codesearch
+index hostile git repositories and counts the programs they made git run and the files from
+outside the allowed roots the server served. Exit status 1 when anything that must never
+happen did, or memory grew by more than --max-rss-growth-mib.
 """
 
 from __future__ import annotations
@@ -25,8 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Tally  # noqa: E402
+from drive_auth import run_auth  # noqa: E402
 from drive_http import run_http  # noqa: E402
 from drive_stdio import run_stdio  # noqa: E402
+from hostile_repos import report as repos_report  # noqa: E402
+from hostile_repos import run_hostile_repos  # noqa: E402
 
 
 def report(tallies: list[Tally], seconds: float, seed: int) -> str:
@@ -59,26 +66,32 @@ def report(tallies: list[Tally], seconds: float, seed: int) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60.0, help="time per transport")
-    parser.add_argument("--transports", default="stdio,http")
+    parser.add_argument("--transports", default="stdio,http,auth", help="legs to run (auth: bearer tokens on HTTP)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write the tallies as JSON here")
     parser.add_argument("--max-rss-growth-mib", type=float, default=64.0)
+    parser.add_argument("--repo-seconds", type=float, help="time for the hostile-repository leg "
+                        "(fuzz/hostile_repos.py; default --seconds, at most 60; 0 skips it)")
     args = parser.parse_args()
+    repo_seconds = min(args.seconds, 60.0) if args.repo_seconds is None else args.repo_seconds
     tallies: list[Tally] = []
     with tempfile.TemporaryDirectory(prefix="mcpkit-fuzz-") as tmp:
         work = Path(tmp)
         for transport in args.transports.split(","):
             started = time.monotonic()
-            run = run_stdio if transport == "stdio" else run_http
+            run = {"stdio": run_stdio, "auth": run_auth}.get(transport, run_http)
             tally = run(args.seconds, args.seed, work / transport)
             print(f"{transport}: {tally.sent} sent in {time.monotonic() - started:.0f} s", file=sys.stderr)
             tallies.append(tally)
+        repos = run_hostile_repos(repo_seconds, args.seed, work / "repos") if repo_seconds > 0 else None
     text = report(tallies, args.seconds, args.seed)
+    if repos is not None:
+        text += "\n\n" + repos_report(repos, repo_seconds, args.seed)
     print(text)
     if args.out:
         args.out.write_text(json.dumps([t.as_dict() for t in tallies], indent=2))
     grew = [t for t in tallies if (t.usage_end[0] - t.usage_start[0]) / 1024 > args.max_rss_growth_mib]
-    return 1 if any(t.failed() for t in tallies) or grew else 0
+    return 1 if any(t.failed() for t in tallies) or grew or (repos is not None and repos.failed()) else 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from typing import Any
 
 from common import BIN, INIT, PLUGINS, PROBE_TIMEOUT, Tally, proc_usage, server_env, well_formed
 from generate import HANDSHAKE, STATELESS, JUNK_VALUES, Corpus, hostile_frame
+from http_framing import PROBES as FRAMING_PROBES
 
 ACCEPT = "application/json, text/event-stream"
 RAW_HTTP = [
@@ -35,6 +36,7 @@ RAW_HTTP = [
     b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
     b"GET /healthz HTTP/1.1\r\nHost: evil.example.com\r\n\r\n",
     b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+    *FRAMING_PROBES,
 ]
 
 

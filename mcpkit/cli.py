@@ -15,11 +15,6 @@ from ._version import __version__
 log = logging.getLogger("mcpkit")
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper(), logging.WARNING),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
 class _Group(click.Group):
     """Adds the commands plugins contribute, loading plugins only when they are needed."""
 
@@ -56,7 +51,7 @@ def main() -> None:
 
 
 def _selection(f: Any) -> Any:
-    f = click.option("--strict", is_flag=True, help="Make a plugin that fails to load a fatal error.")(f)
+    f = click.option("--strict", is_flag=True, help="Make any plugin or config mistake fatal (mcpkit plugins: exit 1).")(f)
     f = click.option("--config", "config_path", type=click.Path(dir_okay=False), envvar="MCPKIT_CONFIG",
                      help="TOML file with [server] settings and [plugins.NAME] tables.")(f)
     f = click.option("--disable", multiple=True, metavar="NAME", help="Do not load this plugin (repeatable).")(f)
@@ -65,9 +60,13 @@ def _selection(f: Any) -> Any:
 
 
 def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
-             overrides: dict[str, Any] | None = None, keep_conflicts: bool = False) -> Any:
+             overrides: dict[str, Any] | None = None, listing: bool = False) -> Any:
+    """Config, settings, plugins and the app. ``listing`` (mcpkit plugins) collects every problem
+    instead of stopping at the first, whatever ``strict`` says."""
     from .plugins import loader
     from .plugins.config import load_config
+    from .plugins.config_check import report_config_problems
+    from .server.logs import setup_logging
     from .server.settings import load_settings
 
     try:
@@ -79,9 +78,11 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
         strict = strict or bool(table.pop("strict", False))
         where = f"[server] of {config.path}" if config.path else "[server]"
         settings = load_settings(table, overrides=overrides, table_name=where)
-        _setup_logging(settings.log_level)
-        loaded = loader.load(only, disable, strict=strict, unknown_names="error" if named_on_command_line else "warn")
-        app = loader.build_app(loaded, config, settings, strict=strict, keep_conflicts=keep_conflicts)
+        setup_logging(settings.log_level)
+        fatal = strict and not listing
+        loaded = loader.load(only, disable, strict=fatal, unknown_names="error" if named_on_command_line else "warn")
+        loaded.warnings.extend(report_config_problems(config, loaded.installed, strict=fatal))
+        app = loader.build_app(loaded, config, settings, strict=fatal, keep_conflicts=listing)
     except (ValueError, loader.PluginError) as exc:
         raise click.ClickException(str(exc)) from None
     return app, loaded, config, strict
@@ -106,7 +107,9 @@ def _env_list(name: str) -> list[str]:
                    "(see docs/auth.md; the rest of [server.auth] comes from the config file or MCPKIT_AUTH__* variables).")
 @click.option("--auth-issuer", metavar="URL", default=None, help="The authorization server whose tokens are accepted.")
 @click.option("--auth-resource", metavar="URL", default=None,
-              help="This server's canonical URL, e.g. https://mcp.example.com/mcp (tokens must be issued for it).")
+              help="This server's canonical URL, e.g. https://mcp.example.com/mcp (tokens must be issued for it). "
+                   "Required with authorization unless --host is loopback; there it defaults to the bound "
+                   "http(s)://127.0.0.1:PORT/mcp (or localhost:PORT).")
 @click.option("--workers", type=int, default=None, help="HTTP worker processes [default: 1].")
 @click.option("--state", metavar="URL", default=None,
               help="Share sessions, streams, notifications and tasks with other processes through Redis: "
@@ -129,22 +132,46 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
     if auth:
         overrides["auth"] = auth
     app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides)
+    from .server.errors import StartupError
+
+    try:
+        code = _serve(app, loaded, config, strict, transport,
+                      {"only": list(only), "disable": list(disable), "config_path": config_path, "strict": strict,
+                       "legacy_only": transport == "sse"}, overrides)
+    except StartupError as exc:
+        raise click.ClickException(_one_line(exc, str(exc))) from None
+    if code:
+        sys.exit(code)
+
+
+def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, selection: dict[str, Any],
+           overrides: dict[str, Any]) -> int:
+    """Serve until stopped; the exit status. What stops the start is a StartupError (one line)."""
+    import socket
+
     if transport != "stdio":
+        from .server.logs import log_http_requests
+
         _check_auth(app)
+        log_http_requests()  # in every process: the workers inherit it (or set it up the same way)
     if transport != "stdio" and app.settings.workers > 1:
         if app.settings.http_server == "hypercorn":
             from .transports.http.workers import run_workers
 
-            selection = {"only": list(only), "disable": list(disable), "config_path": config_path, "strict": strict,
-                         "legacy_only": transport == "sse"}
-            sys.exit(run_workers(selection, overrides, app.settings.workers))
+            return run_workers(selection, overrides, app.settings.workers)
         from .plugins.loader import lifespans as plugin_lifespans
         from .transports.http.server.workers import run_forked
 
-        sys.exit(run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse"))
+        return run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
     import trio
 
     from .plugins.loader import lifespans
+
+    sockets: list[socket.socket] = []
+    if transport != "stdio":  # a port in use or a bad certificate fails now, before the plugins start
+        from .transports.http.server.listener import listen
+
+        sockets = listen(app.settings)
 
     async def run_stdio() -> None:
         from .server.lifespan import plugin_lifespans
@@ -157,19 +184,43 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
     async def run_http() -> None:
         from .transports.http.serve import serve_http
 
-        await serve_http(app, lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
+        await serve_http(app, lifespans(loaded, config), strict=strict, legacy_only=transport == "sse", sockets=sockets)
 
-    if transport != "stdio":
-        for name in ("mcpkit.http.access", "mcpkit.http.search"):
-            logging.getLogger(name).setLevel(logging.INFO)
     try:
         trio.run(run_stdio if transport == "stdio" else run_http)
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from None
-    except OSError as exc:
-        raise click.ClickException(f"cannot serve: {exc.strerror or exc}") from None
-    except ImportError as exc:
-        raise click.ClickException(f"the {transport} transport needs a package that is not installed: {exc.name}") from None
+    except Exception as exc:  # through trio's exception groups: what stopped it, in one line
+        raise click.ClickException(_one_line(exc, _failure(exc, transport))) from None
+    finally:
+        for sock in sockets:
+            sock.close()
+    return 0
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _failure(exc: Exception, transport: str) -> str:
+    """The line for what stopped the server: a start-up error, a plugin's refusal, the system
+    refusing a resource, a missing package. Anything else is a bug: it is raised as it is."""
+    from .server.errors import StartupError
+
+    for leaf in _leaves(exc):
+        if isinstance(leaf, (StartupError, RuntimeError)):
+            return str(leaf)
+        if isinstance(leaf, ImportError):
+            return f"the {transport} transport needs a package that is not installed: {leaf.name}"
+        if isinstance(leaf, OSError):
+            return f"cannot serve: {leaf.strerror or leaf}"
+    raise exc
+
+
+def _one_line(exc: BaseException, line: str) -> str:
+    """``line``; the traceback goes to the log too when the log level is debug."""
+    log.debug("the server stopped: %s", line, exc_info=exc)
+    return line
 
 
 def _check_auth(app: Any) -> None:
@@ -191,17 +242,19 @@ def _check_auth(app: Any) -> None:
 def plugins_cmd(as_json: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
     """List discovered plugins with what each offers, load errors, warnings and name conflicts.
 
-    Exits 1 when `mcpkit serve` would refuse to start with this selection (a name conflict)."""
-    from .plugins.report import plugin_rows, render_rows
+    Exits 0 whatever it finds; with --strict (or strict = true in the file), 1 when anything is wrong."""
+    from .plugins.report import plugin_rows, problem_count, render_rows
 
-    app, _loaded, _config, _strict = _prepare(only, disable, config_path, strict, keep_conflicts=True)
+    app, loaded, _config, strict = _prepare(only, disable, config_path, strict, listing=True)
     rows = plugin_rows(app)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
         for line in render_rows(rows):
             click.echo(line)
-    if any(row["conflicts"] for row in rows):
+    problems = problem_count(rows) + len(loaded.warnings)
+    if strict and problems:
+        click.echo(f"mcpkit plugins: {problems} problem{'s' if problems != 1 else ''} (fatal with --strict)", err=True)
         sys.exit(1)
 
 

@@ -4,13 +4,17 @@ like, hostile ones included), and a browser stand-in that follows redirects."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import http.server
 import json
+import secrets
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -42,6 +46,25 @@ class AuthServer:
 
     def stats(self) -> dict[str, int]:
         return httpx.get(f"{self.issuer}/_test/stats", timeout=10).json()
+
+    def user_token(self, resource: str, scope: str = "tools:read") -> str:
+        """An access token of the user (alice) for ``resource``: the authorization code grant
+        with PKCE, through a client registered for it, the approval taken from the redirect."""
+        redirect = "http://127.0.0.1:9/callback"  # never visited: the code is read off the redirect
+        client = httpx.post(f"{self.issuer}/register", json={"redirect_uris": [redirect], "token_endpoint_auth_method": "none",
+                                                             "grant_types": ["authorization_code"], "response_types": ["code"]},
+                            timeout=10).json()["client_id"]
+        verifier = secrets.token_urlsafe(48)
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+        query = {"response_type": "code", "client_id": client, "redirect_uri": redirect, "scope": scope, "state": "s",
+                 "code_challenge": challenge, "code_challenge_method": "S256", "resource": resource}
+        location = httpx.get(f"{self.issuer}/authorize", params=query, timeout=10).headers["location"]
+        code = urllib.parse.parse_qs(urllib.parse.urlsplit(location).query)["code"][0]
+        answer = httpx.post(f"{self.issuer}/token", data={"grant_type": "authorization_code", "code": code, "client_id": client,
+                                                          "redirect_uri": redirect, "code_verifier": verifier, "resource": resource},
+                            timeout=10)
+        assert answer.status_code == 200, answer.text
+        return answer.json()["access_token"]
 
     def revoke(self, token: str, client_id: str) -> int:
         return httpx.post(f"{self.issuer}/revoke", data={"token": token, "client_id": client_id}, timeout=10).status_code

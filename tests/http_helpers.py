@@ -19,10 +19,12 @@ ACCEPT = "application/json, text/event-stream"
 
 
 class HttpServer:
+    host = "127.0.0.1"  # or ::1, when started with --host ::1
+
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen([MCPKIT, "serve", "--transport", "http", "--port", "0", *args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     env={**os.environ, **(env or {})})
+                                     env={**os.environ, **(env or {})}, start_new_session=True)
         self.stderr = b""
         found = threading.Event()
         self.port = 0
@@ -31,9 +33,9 @@ class HttpServer:
             assert self.proc.stderr is not None
             for line in self.proc.stderr:
                 self.stderr += line
-                m = re.search(rb"serving MCP on https?://127\.0\.0\.1:(\d+)/mcp", line)
+                m = re.search(rb"serving MCP on https?://(127\.0\.0\.1|\[::1\]):(\d+)/mcp", line)
                 if m:
-                    self.port = int(m.group(1))
+                    self.host, self.port = m.group(1).decode().strip("[]"), int(m.group(2))
                     found.set()
 
         threading.Thread(target=pump, daemon=True).start()
@@ -42,7 +44,7 @@ class HttpServer:
             raise RuntimeError(f"server did not start: {self.stderr.decode(errors='replace')}")
 
     def conn(self, timeout: float = 10) -> http.client.HTTPConnection:
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
              raw: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
@@ -89,6 +91,10 @@ class HttpServer:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        try:  # and its --workers, whatever state they are in (its own process group)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def sse_data(body: bytes) -> list[str]:

@@ -8,7 +8,10 @@ RFC 8707 ``resource`` the client asked for), and offers authorization code with 
 refresh tokens (rotated), client credentials, dynamic client registration, introspection
 (RFC 7662, for the resource server client ``rs``/``rs-secret``), revocation (RFC 7009), its
 metadata (RFC 8414, with ``authorization_response_iss_parameter_supported``) and its JWKS.
-The "user" approves every authorization request at once and is always ``alice``.
+The "user" approves every authorization request at once and is always ``alice``. Two clients
+are pre-registered for the client credentials grant: ``robot`` and ``alice`` (a client named
+like the user, secret ``alice-secret``); introspection answers for their tokens name the
+client and no ``sub``, as RFC 7662 allows and several issuers do.
 
 Test knobs: ``POST /_test/settings`` (JSON: ``access_token_lifetime`` seconds, ``max_scopes``:
 the most the user grants), ``GET /_test/stats`` (grants served, by type).
@@ -82,8 +85,8 @@ class Client:
 
 
 class Token:
-    def __init__(self, data: dict[str, Any], client_id: str, resource: str | None) -> None:
-        self.data, self.client_id, self.resource = data, client_id, resource
+    def __init__(self, data: dict[str, Any], client_id: str, resource: str | None, grant: str | None = None) -> None:
+        self.data, self.client_id, self.resource, self.grant = data, client_id, resource, grant
         self.issued_at = time.time()
         self.revoked = False
 
@@ -112,7 +115,7 @@ def query_client(client_id: str) -> Client | None:
 
 def save_token(token: dict[str, Any], req: Any) -> None:
     resource = request.form.get("resource")
-    kept = Token(dict(token), req.client.client_id, resource)
+    kept = Token(dict(token), req.client.client_id, resource, request.form.get("grant_type"))
     TOKENS[token["access_token"]] = kept
     if token.get("refresh_token"):
         TOKENS[token["refresh_token"]] = kept
@@ -236,9 +239,12 @@ class Introspection(IntrospectionEndpoint):
 
     def introspect_token(self, token: Token) -> dict[str, Any]:
         STATS["introspection"] += 1
-        return {"active": True, "client_id": token.client_id, "token_type": "Bearer", "scope": token.get_scope(),
-                "sub": "alice", "aud": token.resource, "iss": ISSUER, "exp": int(token.issued_at) + token.get_expires_in(),
-                "iat": int(token.issued_at)}
+        answer = {"active": True, "client_id": token.client_id, "token_type": "Bearer", "scope": token.get_scope(),
+                  "sub": "alice", "aud": token.resource, "iss": ISSUER, "exp": int(token.issued_at) + token.get_expires_in(),
+                  "iat": int(token.issued_at)}
+        if token.grant == "client_credentials":  # no user: the client alone
+            del answer["sub"]
+        return answer
 
     def check_permission(self, token: Token, client: Client, req: Any) -> bool:
         return client.client_id == "rs"
@@ -279,6 +285,8 @@ def build_app() -> Flask:
     server.register_endpoint(Revocation)
     CLIENTS["rs"] = Client("rs", "rs-secret", {"token_endpoint_auth_method": "client_secret_basic"})
     CLIENTS["robot"] = Client("robot", "robot-secret", {"token_endpoint_auth_method": "client_secret_basic",
+                                                        "grant_types": ["client_credentials"]})
+    CLIENTS["alice"] = Client("alice", "alice-secret", {"token_endpoint_auth_method": "client_secret_basic",
                                                         "grant_types": ["client_credentials"]})
 
     @app.get("/.well-known/oauth-authorization-server")

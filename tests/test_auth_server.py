@@ -88,11 +88,21 @@ def hostile_tokens(keys: KeyServer, aud: str) -> dict[str, str]:
     signing_input = hs_header + b"." + payload
     forged = base64.urlsafe_b64encode(hmac.new(keys.public_pem(), signing_input, hashlib.sha256).digest()).rstrip(b"=")
     confused = (signing_input + b"." + forged).decode()
+    port = int(aud.rsplit(":", 1)[1].split("/")[0])
+    nobody = {k: v for k, v in good.items() if k not in ("sub", "client_id")}
     return {
         "expired": keys.token(keys.claims(aud, exp=int(good["iat"]) - 600, iat=int(good["iat"]) - 1200)),
         "not yet valid": keys.token(keys.claims(aud, nbf=int(good["iat"]) + 600)),
         "wrong issuer": keys.token(keys.claims(aud, iss="https://evil.example")),
         "wrong audience": keys.token(keys.claims("https://other.example/mcp")),
+        "another local server's audience": keys.token(keys.claims(f"http://127.0.0.1:{port + 1}/mcp")),
+        "this port, another scheme": keys.token(keys.claims(f"https://127.0.0.1:{port}/mcp")),
+        "this port, another loopback address": keys.token(keys.claims(f"http://127.0.0.2:{port}/mcp")),
+        "no port": keys.token(keys.claims("http://127.0.0.1/mcp")),
+        "neither sub nor client id": keys.token(nobody),
+        "empty sub and client id": keys.token({**nobody, "sub": "", "client_id": ""}),
+        "sub not a string": keys.token({**good, "sub": 42}),
+        "sub null, client id present": keys.token({**good, "sub": None}),
         "bad signature": f"{head}.{body}.{tampered_sig}",
         "unknown signer": keys.token(good, key="other"),
         "alg none": unsigned,
@@ -248,7 +258,7 @@ def test_bad_settings_refuse_to_start(scoped_env) -> None:
     from .helpers import MCPKIT
 
     for args, message in ((["--auth", "jwt"], "needs auth.issuer"), (["--auth", "nope"], "unknown token verifier"),
-                          (["--auth", "jwt", "--auth-issuer", "https://i", "--host", "0.0.0.0"], "resource is required"),
+                          (["--auth", "jwt", "--auth-issuer", "https://i", "--host", "0.0.0.0"], "--auth-resource"),
                           (["--auth", "introspection"], "needs auth.introspection_endpoint")):
         run = subprocess.run([MCPKIT, "serve", "--transport", "http", "--port", "0", "--plugin", "scoped", *args],
                              capture_output=True, text=True, timeout=30, env={**__import__("os").environ, **scoped_env})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import socket
@@ -169,6 +170,34 @@ def test_call_progress_lines_when_not_a_terminal(target: list[str]) -> None:
     assert (proc.returncode, proc.stdout) == (0, "Counted to 3.\n"), proc.stderr
     assert proc.stderr.splitlines() == ["progress: 1/3  counted 1", "progress: 2/3  counted 2",
                                         "progress: 3/3  counted 3"]
+
+
+STEPS = """
+    import mcpkit
+
+    @mcpkit.tool
+    async def steps(ctx: mcpkit.Context) -> str:
+        await ctx.report_progress(278.001, 279, "files")
+        await ctx.report_progress(279.001, 279, "phase moved")  # past the total by a server's nudge
+        await ctx.report_progress(1234567.5)                   # no total: a plain count
+        return "done"
+
+    @mcpkit.hookimpl
+    def mcpkit_tools(config):
+        return [steps]
+"""
+
+
+def test_call_progress_never_shows_past_the_total_or_float_noise(tmp_path: Path) -> None:
+    from .test_plugins import env_for, make_dist
+
+    make_dist(tmp_path, "acme-steps", "steps", "acme_steps", STEPS)
+    serve = shlex.join([MCPKIT, "serve", "--plugin", "steps"])
+    proc = subprocess.run([MCPKIT, "call", "--stdio", serve, "steps"], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env={**os.environ, **env_for(tmp_path)})
+    assert (proc.returncode, proc.stdout) == (0, "done\n"), proc.stderr
+    assert proc.stderr.splitlines() == ["progress: 278/279  files", "progress: 279/279  phase moved",
+                                        "progress: 1234567.5"]
 
 
 def test_call_progress_bar_on_a_terminal() -> None:

@@ -24,4 +24,4 @@ def test_the_tutorial_runs(tmp_path: Path) -> None:
     (tmp_path / "notes_plugin" / "__init__.py").write_text("")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "4 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "5 passed" in proc.stdout, proc.stdout + proc.stderr

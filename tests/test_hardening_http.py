@@ -186,5 +186,7 @@ def test_replay_store_keeps_the_newest_within_count_and_bytes() -> None:
     for seq, data in enumerate([b"aaaa", b"bbbb", b"cc", b"d"], 1):
         store.append("1", seq, data)
     assert [d for _, _, d in store] == [b"bbbb", b"cc", b"d"]  # 4+4+2+1 > 10: the oldest went
-    store.append("1", 5, b"x" * 50)  # bigger than the budget alone: kept, alone
-    assert [d for _, _, d in store] == [b"x" * 50]
+    store.append("1", 5, b"x" * 50)  # bigger than the bound alone: not kept (issue 22), the rest stays
+    assert [d for _, _, d in store] == [b"bbbb", b"cc", b"d"]
+    store.append("1", 6, b"y" * 10)  # exactly the bound: kept, alone
+    assert [d for _, _, d in store] == [b"y" * 10]

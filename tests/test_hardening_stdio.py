@@ -133,3 +133,21 @@ def test_a_request_waiting_on_a_client_that_never_answers_times_out(hostile: dic
         assert any(m.get("method") == "elicitation/create" for m in srv.seen)  # asked, never answered
         assert reply["error"]["code"] == -32001 and "timed out after 0.5 s" in reply["error"]["message"]
         _alive(srv)
+
+
+def test_errors_echo_a_huge_value_once_and_bounded(hello: Server) -> None:
+    """A 3 MiB URI (tool name, prompt name, method) comes back clipped with a marker, once."""
+    hello.initialize()
+    huge = "x" * (3 * 1024 * 1024)
+    asks = [("resources/read", {"uri": f"hello://{huge}"}), ("tools/call", {"name": huge, "arguments": {}}),
+            ("prompts/get", {"name": huge}), (huge, {})]
+    for method, params in asks:
+        hello.send({"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
+        line = hello.lines.get(timeout=30)
+        assert line is not None and len(line) < 1000, len(line or b"")
+        error = json.loads(line)["error"]
+        assert line.count(b"x" * 150) == 1 and "more characters]" in line.decode(), error
+    hello.send({"jsonrpc": "2.0", "id": 8, "method": "resources/read", "params": {"uri": "hello://nothing"}})
+    error = json.loads(hello.lines.get(timeout=10))["error"]  # the spec's shape: the URI in data
+    assert error == {"code": -32002, "message": "Resource not found", "data": {"uri": "hello://nothing"}}
+    _alive(hello)

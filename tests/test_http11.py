@@ -86,6 +86,14 @@ def test_http10_and_connection_close_end_the_connection(srv: HttpServer) -> None
     (b"GET /healthz HTTP/1.1\nHost: x\n\n", 400),
     (b"POST /mcp HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
     (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505),
+    # issue 22: Host rules (RFC 9112 §3.2) and transfer codings other than chunked alone
+    (b"GET /healthz HTTP/1.1\r\n\r\n", 400),
+    (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: 127.0.0.1\r\n\r\n", 400),
+    (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1 evil\r\n\r\n", 400),
+    (b"GET http://user@127.0.0.1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400),
+    (b"POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n", 400),
+    (b"POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 400),
+    (b"POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", 400),
 ])
 def test_malformed_and_oversized_requests_are_refused_and_closed(srv: HttpServer, raw: bytes, status: int) -> None:
     ex = talk(srv.port, raw)

@@ -135,8 +135,9 @@ def test_one_plugin_offering_a_name_twice(site: Path) -> None:
 def test_plugins_command_lists_everything_and_marks_conflicts(site: Path) -> None:
     make_dist(site, "acme-echo", "echo", "acme_echo", ECHO)
     make_dist(site, "other-echo", "clash", "other_echo", CLASH)
+    make_dist(site, "acme-oops", "oops", "acme_oops", UNMARKED)
     proc = run_cli(site, "plugins")
-    assert proc.returncode == 1, proc.stderr  # `serve` would refuse to start
+    assert proc.returncode == 0, proc.stderr  # one rule: listing succeeds, whatever it finds
     out = proc.stdout
     assert "clash  (other-echo 1.2.3)" in out and "echo  (acme-echo 1.2.3)" in out and "hello  (" in out
     assert out.count("tools: echo_config [CONFLICT]") == 2
@@ -146,6 +147,11 @@ def test_plugins_command_lists_everything_and_marks_conflicts(site: Path) -> Non
     assert rows["echo"]["conflicts"][0] == {"kind": "tool", "name": "echo_config", "with": "clash", "served": False,
                                             "resolve": rows["echo"]["conflicts"][0]["resolve"]}
     assert rows["clash"]["conflicts"][0]["served"] is True
+    # --strict: the same full listing (a conflict, an unmarked hook), then exit 1
+    strict = run_cli(site, "plugins", "--strict")
+    assert strict.returncode == 1 and "Traceback" not in strict.stderr
+    assert strict.stdout == out and "fatal with --strict" in strict.stderr.splitlines()[-1]
+    assert run_cli(site, "plugins", "--strict", "--plugin", "echo").returncode == 0  # nothing wrong with echo
 
 
 def test_conflict_error_names_both_plugins_and_the_setting(site: Path) -> None:

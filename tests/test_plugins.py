@@ -153,6 +153,8 @@ def test_plugins_command_lists_everything(site: Path) -> None:
     assert text.returncode == 0
     assert "echo  (acme-echo 1.2.3)" in text.stdout and "tools: echo_config" in text.stdout
     assert "ERROR: import failed: ImportError: missing dependency frobnicate" in text.stdout
+    strict = run_cli(site, "plugins", "--strict")  # the whole listing still, then exit 1
+    assert (strict.returncode, strict.stdout) == (1, text.stdout), strict.stderr
     rows = {r["name"]: r for r in json.loads(run_cli(site, "plugins", "--json").stdout)}
     assert rows["hello"]["tools"][:2] == ["greet", "count"] and rows["hello"]["prompts"] == ["introduce"]
     assert rows["broken"]["loaded"] is False

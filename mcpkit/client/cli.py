@@ -80,12 +80,50 @@ def _run(work: Callable[..., Any], target: str | None, stdio: str | None, mode: 
         return trio.run(main)
     except McpError as exc:
         said = _last_line(server_stderr) if exc.code in _LINK_ERRORS else ""
-        hint = " (the server wants authorization: try --oauth)" if exc.http_status == 401 and authorization is None else ""
+        hint = _auth_hint(exc, target, asked_oauth=authorization is not None, gave_token=bool(auth_token))
         _fail((f"{exc} (the server's stderr: {said})" if said else str(exc)) + hint)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
     except Exception as exc:  # never a traceback on the command line
         _fail(f"E199: {type(exc).__name__}: {exc}")
+
+
+def _auth_hint(exc: Any, target: str | None, *, asked_oauth: bool, gave_token: bool) -> str:
+    """What to try when the server wants a token: --oauth if its metadata names an
+    authorization server, --auth-token if it names none (a server with a fixed token)."""
+    from .errors import AuthorizationFailed
+
+    wants_token = exc.http_status == 401 and not asked_oauth and not gave_token
+    if not target or not (wants_token or isinstance(exc, AuthorizationFailed)):
+        return ""
+    oauth = _names_authorization_server(target, exc.www_authenticate)
+    if not wants_token:  # --oauth failed
+        return " (if the server takes a fixed token, pass it with --auth-token instead)" if oauth is False else ""
+    if oauth:
+        return " (the server wants authorization: try --oauth)"
+    if oauth is False:
+        return " (the server wants a fixed bearer token and names no authorization server: pass it with --auth-token)"
+    return " (the server wants a bearer token: pass it with --auth-token, or try --oauth if it signs in with OAuth)"
+
+
+def _names_authorization_server(target: str, challenge_header: str | None) -> bool | None:
+    """Ask the server's metadata (a few seconds at most; None when that fails)."""
+    import httpx
+    import trio
+
+    from .oauth.discovery import names_authorization_server
+    from .oauth.flow import auth_challenge
+
+    async def ask() -> bool | None:
+        with trio.move_on_after(10):
+            async with httpx.AsyncClient(timeout=5, follow_redirects=False) as http:
+                return await names_authorization_server(http, target, auth_challenge(challenge_header)[0])
+        return None
+
+    try:
+        return trio.run(ask)
+    except Exception:  # a hint is not worth a traceback
+        return None
 
 
 #: connection-level failures, where what the server printed explains most

@@ -17,6 +17,8 @@ class McpError(Exception):
     user_message = "Something went wrong while talking to the MCP server."
     #: The HTTP status the error came with, when it came over HTTP with one.
     http_status: int | None = None
+    #: The ``WWW-Authenticate`` header of that answer, when it had one (a 401 or 403).
+    www_authenticate: str | None = None
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or self.user_message)

@@ -27,6 +27,8 @@ class ProgressDisplay:
         if not isinstance(progress, (int, float)):
             return
         total = total if isinstance(total, (int, float)) and total > 0 else None
+        if total is not None:
+            progress = min(progress, total)  # a server's rounding must not show 279.001/279
         text = message if isinstance(message, str) else ""
         if not self.tty:
             shown = f"{_num(progress)}/{_num(total)}" if total is not None else _num(progress)
@@ -60,6 +62,8 @@ class ProgressDisplay:
 
 
 def _num(value: float | None) -> str:
+    """At most two decimals, never an exponent: 279.0009 -> 279, 0.125 -> 0.12, 1234567.5 -> 1234567.5."""
     if value is None:
         return "?"
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text

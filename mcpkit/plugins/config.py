@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 PLUGIN_ENV_PREFIX = "MCPKIT_PLUGIN__"
+#: the tables a config file may have
+SECTIONS = ("server", "plugins")
 
 
 @dataclass
@@ -16,6 +18,9 @@ class Config:
     server: dict[str, Any] = field(default_factory=dict)
     plugins: dict[str, dict[str, Any]] = field(default_factory=dict)
     path: Path | None = None
+    #: top-level entries of the file other than [server] and [plugins.NAME]: mistakes, reported
+    #: by :func:`mcpkit.plugins.config_check.config_problems`
+    stray: dict[str, Any] = field(default_factory=dict)
 
     def for_plugin(self, name: str, environ: dict[str, str] | None = None) -> dict[str, Any]:
         """``[plugins.NAME]`` merged with ``MCPKIT_PLUGIN__NAME__KEY=value`` variables.
@@ -24,11 +29,16 @@ class Config:
         else taken as plain strings.
         """
         out = dict(self.plugins.get(name, {}))
-        prefix = f"{PLUGIN_ENV_PREFIX}{name.upper().replace('-', '_')}__"
+        prefix = f"{PLUGIN_ENV_PREFIX}{plugin_env_name(name)}__"
         for key, raw in (os.environ if environ is None else environ).items():
             if key.startswith(prefix):
                 out[key[len(prefix):].lower()] = _value(raw)
         return out
+
+
+def plugin_env_name(plugin: str) -> str:
+    """How a plugin's name appears in its variables: ``invocation-log`` -> ``INVOCATION_LOG``."""
+    return plugin.upper().replace("-", "_")
 
 
 def _value(raw: str) -> Any:
@@ -57,4 +67,5 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
         raise ValueError(f"config file {p}: [plugins.NAME] entries must be tables")
     if not isinstance(server, dict):
         raise ValueError(f"config file {p}: [server] must be a table")
-    return Config(server=server, plugins=plugins, path=p)
+    stray = {k: v for k, v in data.items() if k not in SECTIONS}
+    return Config(server=server, plugins=plugins, path=p, stray=stray)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import difflib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import pluggy
@@ -33,6 +33,10 @@ __all__ = ["PluginError", "Loaded", "discover", "load", "load_objects", "build_a
 class Loaded:
     manager: pluggy.PluginManager
     infos: list[PluginInfo]
+    #: every installed plugin's name, selected or not
+    installed: list[str] = field(default_factory=list)
+    #: problems with the selection itself (a name in the file that is not installed)
+    warnings: list[str] = field(default_factory=list)
 
 
 def discover() -> list[EntryPoint]:
@@ -44,8 +48,11 @@ def discover() -> list[EntryPoint]:
 
 
 def unknown_plugins(unknown: Iterable[str], installed: Iterable[str]) -> str:
-    """The error for plugin names that are not installed (the installed ones listed)."""
-    return (f"no installed plugin named {', '.join(repr(n) for n in unknown)} "
+    """The error for plugin names that are not installed (close ones suggested, the installed ones listed)."""
+    unknown, installed = list(unknown), list(installed)
+    close = [match for name in unknown for match in difflib.get_close_matches(name, installed, n=1)]
+    hint = f"; did you mean {', '.join(repr(n) for n in close)}?" if close else ""
+    return (f"no installed plugin named {', '.join(repr(n) for n in unknown)}{hint} "
             f"(installed: {', '.join(installed) or 'none'})")
 
 
@@ -59,12 +66,17 @@ def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool 
     """
     only, disable = set(only), set(disable)
     eps = discover()
-    unknown = (only | disable) - {ep.name for ep in eps}
+    installed = [ep.name for ep in eps]
+    unknown = (only | disable) - set(installed)
+    warnings: list[str] = []
     if unknown:
-        msg = unknown_plugins(sorted(unknown), [ep.name for ep in eps])
-        if strict or unknown_names == "error" or (only and only <= unknown):
+        msg = unknown_plugins(sorted(unknown), installed)
+        if strict or unknown_names == "error":
             raise PluginError(msg)
+        if only and only <= unknown:
+            raise PluginError(f"{msg}; with none of the plugins it names installed there is nothing to serve")
         log.warning(msg)
+        warnings.append(msg)
     pm = _manager()
     infos: list[PluginInfo] = []
     for ep in eps:
@@ -73,7 +85,7 @@ def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool 
         info = PluginInfo(ep.name, ep.dist_name, ep.dist_version)
         infos.append(info)
         _register(pm, info, ep.load, strict)
-    return Loaded(pm, infos)
+    return Loaded(pm, infos, installed, warnings)
 
 
 def load_objects(plugins: dict[str, Any], *, strict: bool = False) -> Loaded:

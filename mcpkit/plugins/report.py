@@ -32,6 +32,11 @@ def plugin_rows(app: App) -> list[dict[str, Any]]:
     return rows
 
 
+def problem_count(rows: list[dict[str, Any]]) -> int:
+    """Load errors, warnings and conflicts in all (what --strict refuses)."""
+    return sum(bool(row["error"]) + len(row["warnings"]) + len(row["conflicts"]) for row in rows)
+
+
 def render_rows(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return ["no plugins installed (entry point group 'mcpkit.plugins')"]

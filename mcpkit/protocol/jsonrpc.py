@@ -17,6 +17,8 @@ INTERNAL_ERROR = -32603
 #: request (other than a tool call, which answers isError) ran past its deadline
 SERVER_BUSY = -32000
 REQUEST_TIMEOUT = -32001
+#: a handshake-era ``initialize`` found every session slot busy (HTTP 503 with Retry-After)
+TOO_MANY_SESSIONS = -32010
 # MCP-defined codes (2026-07-28 numbering)
 HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021
@@ -59,6 +61,18 @@ class Message(msgspec.Struct, omit_defaults=True):
         return self.method is msgspec.UNSET and (
             self.result is not msgspec.UNSET or self.error is not msgspec.UNSET
         )
+
+
+#: how many characters of a value the client sent an error message echoes back
+ECHO_LIMIT = 200
+
+
+def clip(value: str, limit: int = ECHO_LIMIT) -> str:
+    """``value`` fit to echo in an error: at most ``limit`` characters, then a marker saying how
+    many were left out (a 3 MiB URI must not come back in full)."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}…[{len(value) - limit} more characters]"
 
 
 class ProtocolError(Exception):

@@ -9,6 +9,7 @@ import trio
 
 from .._version import __version__
 from ..protocol.connection import ServerConnection
+from .context import RunningRequests
 from .middleware import Chain
 from .mrtr import StateSealer
 from .changes import ChangeHub
@@ -45,6 +46,8 @@ class App:
     verifier_factories: dict[str, Any] = field(default_factory=dict)
     #: middleware wrapping requests, in order (see :mod:`mcpkit.server.middleware`)
     middleware: Chain = field(default_factory=Chain)
+    #: every request running, on every transport (a server that stops ends them with an answer)
+    requests: RunningRequests = field(default_factory=RunningRequests, repr=False)
     _limiters: dict[Any, trio.CapacityLimiter] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

@@ -27,6 +27,10 @@ ASYMMETRIC_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "
 class Principal:
     """The verified identity behind a request.
 
+    ``subject`` is the token's ``sub``; a token without one (the client credentials grant of
+    some issuers) is the client's own, ``client_only``, and ``subject`` is then its client id.
+    The two never meet: ``owner`` and ``key``, what sessions and tasks belong to, keep users and
+    clients in namespaces of their own, so a client named ``alice`` is not the user ``alice``.
     ``scopes`` are the token's scopes, already widened by the ``scope_implies`` setting;
     ``claims`` are the token's claims (JWT payload or introspection answer) for anything else a
     tool wants to know. ``all_scopes`` marks the development token, which may do everything.
@@ -39,6 +43,7 @@ class Principal:
     issuer: str | None = None
     expires_at: float | None = None
     all_scopes: bool = False
+    client_only: bool = False
 
     def missing(self, required: Iterable[str]) -> list[str]:
         """The scopes of ``required`` this principal does not hold (in the given order)."""
@@ -51,14 +56,17 @@ class Principal:
 
     @property
     def owner(self) -> tuple[str, str]:
-        """What sessions are bound to: the subject, within its issuer."""
-        return (self.issuer or "", self.subject)
+        """What sessions are bound to: ``(issuer, "sub:<subject>")`` for a token's subject,
+        ``(issuer, "client:<client id>")`` for a client acting for itself."""
+        return (self.issuer or "", f"{'client' if self.client_only else 'sub'}:{self.subject}")
 
     @property
     def key(self) -> str:
-        """The same as a string (what tasks are filed under): stable across the principal's
-        tokens, so a refreshed token still reaches its tasks."""
-        return f"{self.issuer or ''}#{self.subject}"
+        """The same as a string (what tasks are filed under; use it for anything kept per
+        caller): stable across the principal's tokens, so a refreshed token still reaches its
+        tasks."""
+        issuer, name = self.owner
+        return f"{issuer}#{name}"
 
 
 class InvalidToken(Exception):
@@ -95,7 +103,8 @@ class AuthSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     #: no authorization (or "static" when the top-level ``auth_token`` is set)
     verifier: str | None = None
     #: this server's canonical URI (RFC 8707/9728 ``resource``), e.g. https://mcp.example.com/mcp;
-    #: required unless the server binds a loopback address (then taken from the Host header)
+    #: required unless the server binds a loopback address (then the URL of the bound socket:
+    #: scheme, address and port, with /mcp; see docs/auth.md)
     resource: str | None = None
     #: issuers clients should get tokens from (Protected Resource Metadata); default: [issuer]
     authorization_servers: list[str] = []

@@ -80,6 +80,33 @@ class InFlight:
         return True
 
 
+#: seconds the requests a shutdown stopped get to write their answers before the server stops
+#: waiting for them
+STOP_BOUND_S = 2.0
+
+
+class RunningRequests:
+    """Every request of an app still running (its cancel scope), so that a server that stops
+    can end them all with an answer. After :meth:`stop`, a request that is cancelled, and one
+    that starts, answers -32000 "server shutting down" (see ``Dispatcher.handle``); a
+    stopped app stays stopped."""
+
+    def __init__(self) -> None:
+        self.scopes: set[trio.CancelScope] = set()
+        self.stopped = False
+
+    def add(self, scope: trio.CancelScope) -> None:
+        self.scopes.add(scope)
+        if self.stopped:
+            scope.cancel()
+
+    def stop(self) -> None:
+        """Cancel every request still running, and each one that starts from now on."""
+        self.stopped = True
+        for scope in self.scopes:
+            scope.cancel()
+
+
 class ContextServices(Protocol):
     """What a context needs of the server: the task manager (progress, input and escalation
     of calls running as tasks), the sealer of multi-round-trip state, and the change hub. The

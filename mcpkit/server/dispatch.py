@@ -33,7 +33,7 @@ from ..protocol.versions import STATELESS_VERSIONS, Features
 from .app import App
 from .auth import check_scopes, may_use
 from .context import Context, Peer, check_response as _check_response
-from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolError
+from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolError, shutting_down
 from .middleware import Call, describe_call
 from .tasks.manager import TaskRun, declared, missing_extension
 from .tools import ToolDef
@@ -69,20 +69,27 @@ class Dispatcher:
         """Answer one request. Errors become JSON-RPC errors; nothing internal leaks out.
 
         The request runs in one cancel scope, registered in ``scopes`` by its id so the client
-        can cancel it; a cancelled request answers None (no response is sent). The scope carries
-        the request's deadline from the start (the tool's timeout, else ``default_timeout``):
-        a tool that runs out answers an isError result, anything else -32001.
+        can cancel it (it then answers None: no response is sent) and in the app's running
+        requests so a server that stops can end it (it then answers -32000, "server shutting
+        down"). The scope carries the request's deadline from the start (the tool's timeout,
+        else ``default_timeout``): a tool that runs out answers an isError result, anything
+        else -32001.
         """
+        running = self.app.requests
         try:
             work, deadline = self._plan(req, peer)
             with trio.CancelScope(deadline=deadline) as scope:
+                running.add(scope)
                 if scopes is not None:
                     scopes[req.id] = scope
                 try:
                     return Answer(req.id, self._finish(req, await work()))
                 finally:
+                    running.scopes.discard(scope)
                     if scopes is not None and scopes.get(req.id) is scope:
                         del scopes[req.id]
+            if running.stopped:
+                return Answer.failure(req.id, shutting_down())
             if trio.current_time() >= deadline:  # not a cancel from the client or a shutdown
                 timeout = self.app.settings.default_timeout
                 return Answer.failure(req.id, ProtocolError(jsonrpc.REQUEST_TIMEOUT, f"Request timed out after {timeout:g} s"))
@@ -107,7 +114,7 @@ class Dispatcher:
             params = req.params_as(CallToolParams)
             tool = self.app.registry.tools.get(params.name)
             if tool is None:
-                raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {params.name}")
+                raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {jsonrpc.clip(params.name)}")
             if req.headers is not None and tool.header_params:
                 http_rules.check_param_headers(req.headers, tool.header_params, params.arguments)
             check_scopes(req.principal, tool.scopes, f"tool {tool.name}")
@@ -122,7 +129,7 @@ class Dispatcher:
             return work, deadline
         handler = self.handlers.get(req.method)
         if handler is None or (req.method in _STATELESS_METHODS and not req.features.stateless):
-            raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {req.method}")
+            raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {jsonrpc.clip(req.method)}")
         if req.method == "subscriptions/listen":  # held open until the client or a shutdown ends it
             return functools.partial(handler, req, peer), math.inf
         return functools.partial(handler, req, peer), trio.current_time() + self.app.settings.default_timeout
@@ -275,8 +282,9 @@ class Dispatcher:
     async def read_resource(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
         params = req.params_as(ReadResourceParams)
         found = self.app.registry.find_resource(params.uri)
+        shown = jsonrpc.clip(params.uri)  # errors echo the URI once, bounded (data.uri when not found)
         if found is not None:
-            check_scopes(req.principal, found[0].scopes, f"resource {params.uri}")
+            check_scopes(req.principal, found[0].scopes, f"resource {shown}")
         try:
             if found is None:
                 raise ResourceNotFound(params.uri)
@@ -284,10 +292,10 @@ class Dispatcher:
             value = await self._invoke(res, variables)
         except ResourceNotFound as exc:
             code = jsonrpc.INVALID_PARAMS if req.features.stateless else jsonrpc.RESOURCE_NOT_FOUND_LEGACY
-            raise ProtocolError(code, str(exc), {"uri": params.uri}) from None
+            raise ProtocolError(code, jsonrpc.clip(str(exc), 1000), {"uri": shown}) from None
         except Exception as exc:
-            log.warning("resource reader for %s raised %s: %s", params.uri, type(exc).__name__, exc)
-            raise ProtocolError(jsonrpc.INTERNAL_ERROR, f"Could not read {params.uri}: {exc}") from None
+            log.warning("resource reader for %s raised %s: %s", shown, type(exc).__name__, exc)
+            raise ProtocolError(jsonrpc.INTERNAL_ERROR, f"Could not read {shown}: {jsonrpc.clip(str(exc), 1000)}") from None
         return {"contents": res.to_contents(params.uri, value)}
 
     # -- prompts -------------------------------------------------------------------------------
@@ -295,7 +303,7 @@ class Dispatcher:
         params = req.params_as(GetPromptParams)
         prompt = self.app.registry.prompts.get(params.name)
         if prompt is None:
-            raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown prompt: {params.name}")
+            raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown prompt: {jsonrpc.clip(params.name)}")
         check_scopes(req.principal, prompt.scopes, f"prompt {prompt.name}")
         try:
             kwargs = prompt.parse_arguments(params.arguments)

@@ -22,10 +22,11 @@ class ToolError(Exception):
 
 
 class ResourceNotFound(Exception):
-    """Raise from a resource reader when the URI names nothing."""
+    """Raise from a resource reader when the URI names nothing. The client gets ``message``
+    (default "Resource not found") and the URI in the error's ``data``."""
 
     def __init__(self, uri: str, message: str | None = None) -> None:
-        super().__init__(message or f"Resource not found: {uri}")
+        super().__init__(message or "Resource not found")
         self.uri = uri
 
 
@@ -51,3 +52,13 @@ def busy(limit: int) -> ProtocolError:
     """The answer to a request over the connection's limit of requests in flight."""
     return ProtocolError(SERVER_BUSY, f"Server busy: {limit} requests are already running on this connection "
                          "(max_concurrent_requests); retry when some have answered", {"limit": limit})
+
+
+def shutting_down() -> ProtocolError:
+    """The answer to a request the server stopped before it finished (it is shutting down)."""
+    return ProtocolError(SERVER_BUSY, "Server shutting down: the request was stopped before it finished; retry it later "
+                         "or on another server")
+
+
+class StartupError(Exception):
+    """The server cannot start: one line that says what is wrong and what to do."""

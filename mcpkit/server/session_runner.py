@@ -10,7 +10,7 @@ provides an :class:`Outlet` — where bytes go — and nothing else.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import trio
 
@@ -76,6 +76,10 @@ class SessionRunner:
         #: the cancel scope of each running request, by id
         self.scopes: dict[RequestId, trio.CancelScope] = {}
         self._waiting: dict[RequestId, tuple[trio.Event, list[Any]]] = {}
+        #: requests being served, answers not yet sent (a batch's members until its array is out)
+        self.serving = 0
+        self._idle = trio.Event()
+        self._idle.set()
 
     # -- what arrives ---------------------------------------------------------------------------
     async def feed(self, data: bytes, origin: Any = None, *, stateless: bool | None = None) -> None:
@@ -127,21 +131,41 @@ class SessionRunner:
             elif isinstance(action, Resolve):
                 self.resolve(action)
 
+    async def idle(self) -> None:
+        """Wait until no request is being served (every answer sent)."""
+        await self._idle.wait()
+
+    async def answer_stuck(self, answer_for: Callable[[RequestId], Answer]) -> int:
+        """Answer each request still inside its handler after it was stopped (it ignores
+        cancellation) with ``answer_for(id)``; how many there were."""
+        stuck = list(self.core.running)
+        for request_id in stuck:
+            await self.outlet.reply(answer_for(request_id), None)
+        return len(stuck)
+
     # -- one request ------------------------------------------------------------------------------
     async def serve(self, run: Run) -> None:
         """Serve one request and send its answer (or, in a batch, hand it to the batch)."""
         req = run.request
-        channel = self.outlet.channel(run)
-        answer: Answer | None = None
+        if self.serving == 0:
+            self._idle = trio.Event()
+        self.serving += 1
         try:
-            answer = await self.dispatcher.answer(req, _RequestPeer(self, channel), self.scopes if self.core.track else None)
+            channel = self.outlet.channel(run)
+            answer: Answer | None = None
+            try:
+                answer = await self.dispatcher.answer(req, _RequestPeer(self, channel), self.scopes if self.core.track else None)
+            finally:
+                actions = self.core.finished(req, answer)
+            for action in actions:
+                if isinstance(action, Send):
+                    await channel.answer(action.answer)
+                else:
+                    await self.execute([action])
         finally:
-            actions = self.core.finished(req, answer)
-        for action in actions:
-            if isinstance(action, Send):
-                await channel.answer(action.answer)
-            else:
-                await self.execute([action])
+            self.serving -= 1
+            if self.serving == 0:
+                self._idle.set()
 
     async def ask(self, channel: Channel, method: str, params: dict[str, Any]) -> Any:
         """Send a server-to-client request on ``channel`` and wait for the client's answer."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import typing
 from typing import Any, Literal
 
 import msgspec
@@ -47,10 +48,15 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     auth: AuthSettings = msgspec.field(default_factory=AuthSettings)
     #: idle handshake-era sessions expire after this many seconds
     session_ttl_s: float = 1800.0
-    max_sessions: int = 1000
-    #: SSE events kept per session for Last-Event-ID replay, at most this many and bytes
+    #: handshake-era sessions one process keeps; past it the idlest one without a request or
+    #: stream in progress is evicted (503, -32010, when every one is busy). Above
+    #: max_connections, so open GET streams (one connection each) cannot take them all.
+    max_sessions: int = 4096
+    #: SSE events kept per session for Last-Event-ID replay, at most this many and bytes (a
+    #: bigger message is not kept); all sessions' replay stores together at most total bytes
     event_store_size: int = 1000
     event_store_bytes: int = 1024 * 1024
+    event_store_total_bytes: int = 256 * 1024 * 1024
     #: keep-alive comment interval on long-lived SSE streams, seconds
     sse_heartbeat_s: float = 15.0
     #: bytes of messages one SSE stream may have waiting to be written; a client that lets
@@ -72,13 +78,18 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     keyfile: str | None = None
     #: a request head must be complete this many seconds after it (or the connection) began
     header_timeout_s: float = 10.0
-    #: longest pause inside a request body
+    #: longest pause inside a request body; the whole body must also arrive within this plus
+    #: one second per min_body_bytes_per_s bytes (0: no overall deadline)
     body_timeout_s: float = 30.0
+    min_body_bytes_per_s: int = 1024
     #: idle keep-alive connections are closed after this many seconds
     keepalive_timeout_s: float = 75.0
-    #: a client that takes no byte of a response for this long is disconnected
+    #: a client that takes no byte of a response (or acknowledges none: it vanished) for this
+    #: long is disconnected
     send_timeout_s: float = 30.0
-    #: open connections at most; more are answered 503 and closed
+    #: open connections at most; at the cap a new one takes the place of the connection that
+    #: has waited longest without a request in progress (idle, or slow with its head or body);
+    #: when there is none it is answered 503 and closed
     max_connections: int = 2048
     max_url_bytes: int = 8192
     #: request line and header fields together (431 past it)
@@ -114,6 +125,12 @@ _AUTH_ENV_PREFIX = "MCPKIT_AUTH__"
 _LISTS = {"allow_origins"}
 #: earlier names still read: old name -> current name
 _RENAMED = {"max_body_bytes": "max_message_bytes"}
+
+
+def setting_variables() -> set[str]:
+    """Every ``MCPKIT_<SETTING>`` and ``MCPKIT_AUTH__<SETTING>`` variable :func:`load_settings` reads."""
+    names = {_ENV_PREFIX + f.upper() for f in (*Settings.__struct_fields__, *_RENAMED) if f != "auth"}
+    return names | {_AUTH_ENV_PREFIX + f.upper() for f in AuthSettings.__struct_fields__}
 
 
 def load_settings(table: dict[str, Any] | None, environ: dict[str, str] | None = None,
@@ -170,13 +187,50 @@ def _explain(exc: msgspec.ValidationError, source: dict[str, str]) -> str:
     """``Expected `float`, got `str` - at `$.default_timeout``` -> the variable and the rule."""
     text = str(exc)
     message, _, where = text.partition(" - at `$.")
-    field = where.rstrip("`").split(".")[0].split("[")[0]
+    path = [part.split("[")[0] for part in where.rstrip("`").split(".")]
+    field = path[0]
     for name, words in _TYPE_WORDS.items():
         message = message.replace(f"Expected `{name}`", f"expected {words}")
     message = re.sub(r", got `[^`]*`$", "", message)
+    struct = _struct_at(path)
+    enum = re.fullmatch(r"Invalid enum value (.*)", message)
+    if enum and struct is not None:
+        message = f"{enum[1]} is not one of: {', '.join(_choices(struct, path[-1]))}"
+    unknown = re.fullmatch(r"Object contains unknown field `(.*)`", message)
+    if unknown and struct is not None:
+        close = difflib.get_close_matches(unknown[1], _field_types(struct), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(_field_types(struct))}"
+        message = f"unknown key {unknown[1]!r}; {hint}"
     if field in source:
         return f"invalid server setting {source[field]}: {message[:1].lower()}{message[1:]}"
     return f"invalid server setting: {text}"
+
+
+def _field_types(struct: type[msgspec.Struct]) -> dict[str, Any]:
+    return {f.name: f.type for f in msgspec.structs.fields(struct)}
+
+
+def _struct_at(path: list[str]) -> type[msgspec.Struct] | None:
+    """The settings struct that holds the last field of ``path`` (``Settings`` or ``AuthSettings``),
+    or, for an unknown-field error (the path names the struct itself), that struct."""
+    struct: Any = Settings
+    for name in path[:-1]:
+        struct = _field_types(struct).get(name)
+        if not (isinstance(struct, type) and issubclass(struct, msgspec.Struct)):
+            return None
+    last = _field_types(struct).get(path[-1])
+    if isinstance(last, type) and issubclass(last, msgspec.Struct):
+        return last
+    return struct
+
+
+def _choices(struct: type[msgspec.Struct], name: str) -> list[str]:
+    """The values a ``Literal[...]`` field (``X | None`` included) accepts."""
+    hint = _field_types(struct).get(name)
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is not Literal:
+        args = tuple(v for a in args if typing.get_origin(a) is Literal for v in typing.get_args(a))
+    return [str(v) for v in args]
 
 
 def _auth_from_env(env: dict[str, str] | os._Environ[str]) -> dict[str, Any]:

@@ -19,11 +19,14 @@ from ..protocol.jsonrpc import ProtocolError
 from ..protocol.jsonrpc import Answer
 from ..protocol.session import Run, ServerSession
 from ..server.app import App
+from ..server.context import STOP_BOUND_S
 from ..server.dispatch import Dispatcher
+from ..server.errors import shutting_down
 from ..server.session_runner import SessionRunner
 
 log = logging.getLogger("mcpkit.stdio")
 READ_SIZE = 65536
+#: seconds the requests still running at the end of input get to answer before they are stopped
 EOF_GRACE_S = 2.0
 
 
@@ -212,35 +215,67 @@ class _ThreadStream(trio.abc.HalfCloseableStream):
 
 
 async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, stdout: trio.abc.SendStream | None = None) -> None:
-    """Serve until stdin closes or SIGTERM/SIGINT arrives; in-flight work is then cancelled."""
-    if stdin is not None and stdout is not None:
+    """Serve until stdin closes or SIGTERM/SIGINT arrives.
+
+    At the end of input the requests still running get ``EOF_GRACE_S`` to answer; on a signal
+    they get none. Then every request still running is stopped and answers -32000 "server
+    shutting down". One that ignores the cancellation is answered the same after
+    ``STOP_BOUND_S``; serving the process's own stdin/stdout, the process then exits (status 1)
+    without waiting for it.
+    """
+    own = stdin is None or stdout is None
+    if not own:
         out: _Out = _Out(stdout)
         read: Callable[[], Awaitable[bytes]] = functools.partial(stdin.receive_some, READ_SIZE)
     else:
         out, read = _stdout_writer(), _stdin_reader()
     try:
-        async with trio.open_nursery() as outer:
-            outer.start_soon(_on_signal, outer.cancel_scope)
-            async with trio.open_nursery() as nursery:
-                session = StdioSession(app, out, nursery)
-                nursery.start_soon(session.forward_changes)
+        async with trio.open_nursery() as nursery:
+            session = StdioSession(app, out, nursery)
+            nursery.start_soon(session.forward_changes)
+            reading, grace = trio.CancelScope(), trio.CancelScope()  # a signal ends both
+            await nursery.start(_on_signal, (reading, grace))  # before the first line is read
+            with reading:
                 lines = LineSplitter(app.settings.max_message_bytes)
                 while chunk := await read():
                     for line in lines.feed(chunk):
                         await session.take(line)
                 for line in lines.rest():
                     await session.take(line)
-                # EOF: give in-flight requests a moment to answer, then cancel them
-                app.hub.close()
-                nursery.cancel_scope.deadline = trio.current_time() + EOF_GRACE_S
-            outer.cancel_scope.cancel()
+            app.hub.close()  # subscriptions end with their final answer
+            with grace:
+                grace.deadline = trio.current_time() + EOF_GRACE_S
+                await session.runner.idle()
+            await _stop_requests(app, session, own)
+            nursery.cancel_scope.cancel()
     except* trio.BrokenResourceError:
         log.info("stdout closed; stopping")
 
 
-async def _on_signal(scope: trio.CancelScope) -> None:
+async def _stop_requests(app: App, session: StdioSession, own: bool) -> None:
+    """Stop what still runs: each request answers "server shutting down" (within a bound)."""
+    app.requests.stop()  # those not yet started are stopped as they start
+    runner = session.runner
+    if not runner.serving:
+        return
+    with trio.move_on_after(STOP_BOUND_S):
+        await runner.idle()
+    if not runner.serving:
+        return
+    with trio.move_on_after(STOP_BOUND_S):
+        stuck = await runner.answer_stuck(lambda rid: Answer.failure(rid, shutting_down()))
+    log.error("%d request(s) did not stop within %g s of being cancelled (a tool that ignores cancellation); "
+              "answered them and left them behind", stuck, STOP_BOUND_S)
+    if own:  # nothing else can end a task that ignores cancellation
+        sys.stderr.flush()
+        os._exit(1)
+
+
+async def _on_signal(scopes: tuple[trio.CancelScope, ...], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
         async for signum in signals:
             log.info("received %s; stopping", signal.Signals(signum).name)
-            scope.cancel()
+            for scope in scopes:
+                scope.cancel()
             return

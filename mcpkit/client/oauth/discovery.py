@@ -77,26 +77,50 @@ def resource_matches(server_url: str, resource: str) -> bool:
     return ours.path == base or ours.path.rstrip("/") == base or ours.path.startswith(base + "/")
 
 
-async def find_resource_info(http: httpx.AsyncClient, server_url: str, challenge: Challenge | None) -> ResourceInfo | None:
-    """The Protected Resource Metadata: from the challenge's ``resource_metadata``, else at the
-    well-known URLs (path first, then root). None when the server publishes none."""
+async def _resource_metadata(http: httpx.AsyncClient, server_url: str, challenge: Challenge | None) -> tuple[str, dict[str, Any]] | None:
+    """(where, document) of the Protected Resource Metadata: from the challenge's
+    ``resource_metadata``, else at the well-known URLs (path first, then root)."""
     named = challenge.params.get("resource_metadata") if challenge else None
     urls = [named] if named else resource_metadata_urls(server_url)
     for url in urls:
         status, doc = await get_json(http, url, "the protected resource metadata")
-        if status != 200 or not isinstance(doc, dict):
-            log.debug("no protected resource metadata at %s (HTTP %s)", url, status)
-            continue
-        resource = doc.get("resource")
-        servers = doc.get("authorization_servers")
-        if not isinstance(resource, str) or not resource_matches(server_url, resource):
-            raise AuthorizationFailed(f"the protected resource metadata at {url} is for {resource!r}, not for {server_url}: "
-                                      "refusing to get a token for it")
-        if not isinstance(servers, list) or not servers or not all(isinstance(s, str) for s in servers):
-            raise AuthorizationFailed(f"the protected resource metadata at {url} names no authorization server")
-        scopes = doc.get("scopes_supported")
-        return ResourceInfo(resource, servers, [s for s in scopes if isinstance(s, str)] if isinstance(scopes, list) else None, doc)
+        if status == 200 and isinstance(doc, dict):
+            return url, doc
+        log.debug("no protected resource metadata at %s (HTTP %s)", url, status)
     return None
+
+
+def _authorization_servers(doc: dict[str, Any]) -> list[str] | None:
+    servers = doc.get("authorization_servers")
+    return servers if isinstance(servers, list) and servers and all(isinstance(s, str) for s in servers) else None
+
+
+async def find_resource_info(http: httpx.AsyncClient, server_url: str, challenge: Challenge | None) -> ResourceInfo | None:
+    """The Protected Resource Metadata, checked. None when the server publishes none."""
+    found = await _resource_metadata(http, server_url, challenge)
+    if found is None:
+        return None
+    url, doc = found
+    resource = doc.get("resource")
+    if not isinstance(resource, str) or not resource_matches(server_url, resource):
+        raise AuthorizationFailed(f"the protected resource metadata at {url} is for {resource!r}, not for {server_url}: "
+                                  "refusing to get a token for it")
+    servers = _authorization_servers(doc)
+    if servers is None:
+        raise AuthorizationFailed(f"the protected resource metadata at {url} names no authorization server")
+    scopes = doc.get("scopes_supported")
+    return ResourceInfo(resource, servers, [s for s in scopes if isinstance(s, str)] if isinstance(scopes, list) else None, doc)
+
+
+async def names_authorization_server(http: httpx.AsyncClient, server_url: str, challenge: Challenge | None) -> bool | None:
+    """Whether the server's metadata names somewhere to get a token (OAuth would work): True or
+    False, None when it publishes no metadata or it cannot be fetched. A server that only takes
+    a fixed bearer token names none."""
+    try:
+        found = await _resource_metadata(http, server_url, challenge)
+    except AuthorizationFailed:
+        return None
+    return None if found is None else _authorization_servers(found[1]) is not None
 
 
 async def find_server_info(http: httpx.AsyncClient, issuer: str) -> ServerInfo:

@@ -62,14 +62,16 @@ class HttpBase:
         except jsonrpc.ProtocolError:
             msg = None
         if isinstance(msg, jsonrpc.Message) and msg.error is not msgspec.UNSET:
-            err = from_rpc(msg.error.code, msg.error.message,
-                           None if msg.error.data is msgspec.UNSET else msg.error.data)
+            err: McpError = from_rpc(msg.error.code, msg.error.message,
+                                     None if msg.error.data is msgspec.UNSET else msg.error.data)
             err.http_status = resp.status_code
-            return err
-        snippet = body[:200].decode("utf-8", "replace").strip()
-        reason = resp.reason_phrase or ""
-        text = f"HTTP {resp.status_code} {reason}".strip() + (f": {snippet}" if snippet else "")
-        return HttpError(resp.status_code, text)
+        else:
+            snippet = body[:200].decode("utf-8", "replace").strip()
+            reason = resp.reason_phrase or ""
+            text = f"HTTP {resp.status_code} {reason}".strip() + (f": {snippet}" if snippet else "")
+            err = HttpError(resp.status_code, text)
+        err.www_authenticate = resp.headers.get("www-authenticate")
+        return err
 
     async def close_http(self) -> None:
         with trio.CancelScope(shield=True):

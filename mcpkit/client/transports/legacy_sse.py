@@ -41,7 +41,7 @@ class LegacySseTransport(HttpBase):
             if resp.status_code != 200 or content_type(resp) != "text/event-stream":
                 err = await self.error_from(resp)
                 failed = ConnectionFailed(f"GET {self.url} did not open an SSE stream ({err.message})")
-                failed.http_status = resp.status_code
+                failed.http_status, failed.www_authenticate = resp.status_code, err.www_authenticate
                 raise failed
             decoder = SseDecoder()
             started = False

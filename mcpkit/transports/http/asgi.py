@@ -11,6 +11,7 @@ import itertools
 import logging
 import os
 import secrets
+import sys
 import time
 from typing import Any, AsyncIterator
 
@@ -19,6 +20,7 @@ import trio
 from ..._version import __version__
 from ...protocol import jsonrpc
 from ...server.app import App
+from ...server.context import STOP_BOUND_S
 from ...server.lifespan import plugin_lifespans
 from ...server.redis_link import StateUnavailable
 from .legacy_sse import LegacySse
@@ -26,6 +28,7 @@ from .security import Guard
 from .sessions import SessionManager
 from .streamable import Streamable
 from .accesslog import AccessLog
+from .logsink import logging_through, stderr_sink
 from .auth import ResourceServer
 from .exchange import AsgiExchange, Exchange, Receive, Scope, Send
 from .wire import RETRY_SOON, BodyTooLarge, Disconnected, error_body, rest_error
@@ -52,7 +55,7 @@ class HttpApp:
 
             shared = SharedSessions(app.shared, s.session_ttl_s, s.event_store_size, s.event_store_bytes)
         self.sessions = SessionManager(s.session_ttl_s, s.max_sessions, s.event_store_size, s.sse_backlog_bytes,
-                                       s.event_store_bytes, shared)
+                                       s.event_store_bytes, shared, s.event_store_total_bytes)
         self.sessions.new_connection = app.new_connection
         self.streamable = Streamable(app, self.sessions)
         self.streamable.step_up = self.auth.step_up if self.auth is not None else None
@@ -60,6 +63,9 @@ class HttpApp:
         self.routes = _plain_routes(app)
         self.started = trio.Event()
         self.access = AccessLog(s.access_log)
+        self.active = 0  # requests being served (streams included)
+        #: hypercorn's workers: a pipe that ends when the supervising process is gone
+        self.orphan_fd: int | None = None
 
     async def shutdown(self) -> None:
         """Start draining: standalone streams and subscriptions end cleanly at once; requests
@@ -85,10 +91,15 @@ class HttpApp:
     async def running(self) -> AsyncIterator[None]:
         """Plugin lifespans, the session expiry and change forwarding, the plain routes: held
         open while a server serves this app. On exit the sessions end (after the drain)."""
-        async with plugin_lifespans(self.app, self.lifespans, strict=self.strict), trio.open_nursery() as nursery:
+        sink = stderr_sink()  # the server log, too, never blocks the event loop
+        async with logging_through(sink), plugin_lifespans(self.app, self.lifespans, strict=self.strict), \
+                trio.open_nursery() as nursery:
+            nursery.start_soon(sink.flush_forever)
             self.streamable.nursery = nursery
             nursery.start_soon(self.sessions.expire_forever)
             nursery.start_soon(self.streamable.forward_changes)
+            if self.orphan_fd is not None:
+                nursery.start_soon(self.leave_when_orphaned, self.orphan_fd)
             if self.sessions.shared is not None:  # a change a request raises is out before its answer
                 self.app.hub.sinks.append(self.streamable.forward_shared)
             await self.routes.startup()
@@ -104,6 +115,25 @@ class HttpApp:
                 if self.auth is not None:
                     with trio.CancelScope(shield=True):
                         await self.auth.aclose()
+
+    async def leave_when_orphaned(self, fd: int) -> None:
+        """A hypercorn worker whose supervisor died: shut down as the supervisor would have
+        (streams end, requests get the grace, then answer "shutting down"), then exit: hypercorn
+        gives an application no way to stop its worker, so plugin lifespans are not closed."""
+        from .server.workers import until_parent_exits
+
+        await until_parent_exits(fd)
+        log.warning("the supervising process is gone; this worker stops")
+        await self.shutdown()
+        with trio.move_on_after(self.app.settings.shutdown_grace_s):
+            while self.active:
+                await trio.sleep(0.05)
+        self.app.requests.stop()
+        with trio.move_on_after(STOP_BOUND_S):
+            while self.active:
+                await trio.sleep(0.05)
+        sys.stderr.flush()
+        os._exit(0)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()
@@ -132,6 +162,7 @@ class HttpApp:
         if origin is not None and self.guard.origin_allowed(origin):
             extra += self.guard.cors_headers(origin)
         ex.extra = extra
+        self.active += 1
         try:
             await self._route(ex, h, origin)
         except BodyTooLarge:
@@ -150,6 +181,7 @@ class HttpApp:
                 except OSError:
                     pass
         finally:
+            self.active -= 1
             if access.enabled:
                 access.write((ex.client or ("-", 0))[0], ex.method, ex.path, ex.status, started, rid)
 

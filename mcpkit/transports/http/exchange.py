@@ -8,10 +8,12 @@ hypercorn or any ASGI server :class:`AsgiExchange` adapts the ASGI messages. The
 from __future__ import annotations
 
 import contextlib
+import urllib.parse
 from typing import Any, Awaitable, Callable
 
 import trio
 
+from .server.h1 import split_absolute_form
 from .wire import BodyTooLarge, Disconnected, Headers
 
 Scope = dict[str, Any]
@@ -38,6 +40,8 @@ class Exchange:
     query: bytes
     headers: dict[str, str]
     client: tuple[str, int] | None
+    #: the address the request came in on (this server's socket), when the server says
+    local: tuple[str, int] | None = None
     http_version: str = "1.1"
     root_path: str = ""  # where the app is mounted behind a proxy (ASGI root_path)
     #: who is asking (a verified bearer identity), set before the route runs; None when the
@@ -90,9 +94,29 @@ class AsgiExchange(Exchange):
         self.query = scope.get("query_string", b"")
         self.headers = header_map(scope["headers"])
         self.client = scope.get("client")
+        self.local = scope.get("server")
         self.http_version = scope.get("http_version", "1.1")
         self.root_path = scope.get("root_path", "")
         self._disconnected = False
+        if not self.path.startswith("/"):
+            self._absolute_form()
+
+    def _absolute_form(self) -> None:
+        """hypercorn passes a target in absolute form (``http://host/path``) on as the path:
+        serve its path with its authority as the Host, as mcpkit's server does (RFC 9112
+        §3.2.2), so the Host check sees the host the request names."""
+        try:
+            absolute = split_absolute_form(self.scope.get("raw_path") or self.path.encode("latin-1"))
+        except ValueError:
+            self.headers["host"] = ""  # no valid host: refused on loopback binds
+            return
+        if absolute is None:
+            return
+        authority, raw = absolute
+        self.path = urllib.parse.unquote(raw.decode("latin-1"))
+        self.headers["host"] = authority.decode("latin-1")
+        headers = [(n, v) for n, v in self.scope["headers"] if n.lower() != b"host"] + [(b"host", authority)]
+        self.scope = dict(self.scope, path=self.path, raw_path=raw, headers=headers)
 
     async def read_body(self, limit: int) -> bytes:
         chunks: list[bytes] = []

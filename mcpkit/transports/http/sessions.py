@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import itertools
 import secrets
+import weakref
 from typing import TYPE_CHECKING, Any, Iterator
 
 import msgspec
@@ -30,26 +31,79 @@ Frame = tuple[str | None, bytes]  # (event id, JSON-RPC message)
 CLOSE = "close"  # frame id telling the live reader to end its HTTP response (SSE polling)
 
 
+class ReplayBudget:
+    """The bytes all the replay stores of one process may hold together (``event_store_total_bytes``):
+    past it the oldest messages go first, whichever session kept them, so many sessions cannot
+    pin more than this however big their answers are."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.used = 0
+        self._order: collections.deque[tuple["ReplayStore", int]] = collections.deque()  # in append order
+        self._held = 0  # entries of _order their store still holds (the rest are stale)
+        self._stamps = itertools.count()
+
+    def charge(self, store: "ReplayStore", size: int) -> int:
+        """Count a message ``store`` keeps; returns its stamp (its place in the global order)."""
+        if len(self._order) > 2 * self._held + 64:  # forget entries their stores dropped already
+            self._order = collections.deque(e for e in self._order if e[0].holds(e[1]))
+        self.used += size
+        while self.used > self.max_bytes and self._order:
+            owner, oldest = self._order.popleft()
+            owner.drop_if_oldest(oldest)
+        stamp = next(self._stamps)
+        self._order.append((store, stamp))
+        self._held += 1
+        return stamp
+
+    def release(self, size: int) -> None:
+        self._held -= 1
+        self.used -= size
+
+
 class ReplayStore:
     """The session's recent SSE messages for ``Last-Event-ID`` replay, bounded by count and by
-    bytes (the newest message is always kept): a session that answers big results cannot pin
-    more than ``max_bytes`` of them."""
+    bytes: a message bigger than the byte bound is not kept at all (it could only be kept by
+    going over it), and with a :class:`ReplayBudget` all stores together stay under its bound."""
 
-    def __init__(self, max_events: int, max_bytes: int) -> None:
+    def __init__(self, max_events: int, max_bytes: int, budget: ReplayBudget | None = None) -> None:
         self.max_events = max_events
         self.max_bytes = max_bytes
-        self._events: collections.deque[tuple[str, int, bytes]] = collections.deque()
+        self.budget = budget
+        self._events: collections.deque[tuple[str, int, bytes, int]] = collections.deque()  # key, seq, data, stamp
         self._bytes = 0
 
     def append(self, key: str, seq: int, data: bytes) -> None:
+        size = len(data)
+        budget = self.budget
+        if size > self.max_bytes or self.max_events < 1 or (budget is not None and size > budget.max_bytes):
+            return  # it cannot be kept within the bounds: the live reader gets it, a resume cannot
         events = self._events
-        events.append((key, seq, data))
-        self._bytes += len(data)
-        while len(events) > 1 and (len(events) > self.max_events or self._bytes > self.max_bytes):
-            self._bytes -= len(events.popleft()[2])
+        while events and (len(events) >= self.max_events or self._bytes + size > self.max_bytes):
+            self._drop_oldest()
+        stamp = budget.charge(self, size) if budget is not None else 0
+        events.append((key, seq, data, stamp))
+        self._bytes += size
+
+    def _drop_oldest(self) -> None:
+        size = len(self._events.popleft()[2])
+        self._bytes -= size
+        if self.budget is not None:
+            self.budget.release(size)
+
+    def drop_if_oldest(self, stamp: int) -> None:
+        if self._events and self._events[0][3] == stamp:
+            self._drop_oldest()
+
+    def holds(self, stamp: int) -> bool:
+        return bool(self._events) and self._events[0][3] <= stamp
+
+    def clear(self) -> None:
+        while self._events:
+            self._drop_oldest()
 
     def __iter__(self) -> Iterator[tuple[str, int, bytes]]:
-        return iter(self._events)
+        return ((key, seq, data) for key, seq, data, _ in self._events)
 
     def __len__(self) -> int:
         return len(self._events)
@@ -61,22 +115,33 @@ class Stream:
     Every message gets an event id (``KEY.POSITION``) and is kept for replay — in the session's
     bounded store, or in Redis with shared state — so a client that lost the connection can
     come back with ``Last-Event-ID``; the live reader (if any, here) gets it through a queue.
-    With shared state a request's stream is written to Redis only once it streams: a request
-    answered with one JSON message never is (its first message waits, with a provisional id).
+    A request's stream is kept (in the store, or in Redis) only once it streams: a request
+    answered with one JSON message, which no client can resume, never is (its first message
+    waits, with a provisional id under shared state).
+
+    A stream refers to its session weakly: the session owns its streams, and a session that
+    ends is freed at once, not when the cycle collector comes by.
     """
 
     def __init__(self, session: "Session", key: str, *, persisted: bool = True) -> None:
-        self.session = session
+        self._session = weakref.ref(session)
         self.key = key
         self.seq = 0
         self.done = False
         self.reader: Outbox[Frame] | None = None  # the live reader's queue, if one is attached
-        self.persisted = persisted or session.shared is None
+        self.persisted = persisted
         self.last_pos = "0"  # shared: the newest position delivered here
-        self._pending: list[tuple[str, bytes, bool]] = []  # shared, not yet persisted
+        self._pending: list[tuple[str, bytes, bool]] = []  # not yet persisted
         self._provisional: dict[str, str] = {}  # provisional id -> position in Redis
         self._lock = trio.Lock()  # appends to Redis stay in order
         self._held: list[tuple[str, bytes, bool]] | None = None  # shared: bus events during attach
+
+    @property
+    def session(self) -> "Session":
+        session = self._session()
+        if session is None:
+            raise RuntimeError(f"stream {self.key} outlived its session")
+        return session
 
     def event_id(self, pos: str) -> str:
         return f"{self.key}.{pos}"
@@ -85,8 +150,13 @@ class Stream:
         self.seq += 1
         shared = self.session.shared
         if shared is None:
-            self.session.store.append(self.key, self.seq, data)
             pos = str(self.seq)
+            if not self.persisted and self.seq > 1:
+                self._keep_pending()  # it streams after all
+            if self.persisted:
+                self.session.store.append(self.key, self.seq, data)
+            else:
+                self._pending.append((pos, data, final))
         elif not self.persisted and self.seq == 1:
             pos = f"~{self.seq}"
             self._pending.append((pos, data, final))
@@ -103,13 +173,24 @@ class Stream:
         self.deliver(pos, data, final)
 
     async def persist(self) -> None:
-        """Write what this stream holds to Redis, and from now on everything it gets."""
+        """Keep what this stream holds for replay (in the store or Redis), and from now on
+        everything it gets."""
         async with self._lock:
             await self._persist_pending()
 
+    def _keep_pending(self) -> None:
+        store = self.session.store
+        for pos, data, _ in self._pending:
+            store.append(self.key, int(pos), data)
+        self._pending.clear()
+        self.persisted = True
+
     async def _persist_pending(self) -> None:
         shared = self.session.shared
-        if self.persisted or shared is None:
+        if self.persisted:
+            return
+        if shared is None:
+            self._keep_pending()
             return
         for provisional, data, final in self._pending:
             self._provisional[provisional] = self.last_pos = await shared.append(self.session.id, self.key, data, final)
@@ -199,12 +280,13 @@ class Stream:
 
 class Session:
     def __init__(self, conn: ServerConnection, store_size: int, backlog_bytes: int = 8 * 1024 * 1024,
-                 store_bytes: int = 1024 * 1024, *, shared: "SharedSessions | None" = None, sid: str | None = None) -> None:
+                 store_bytes: int = 1024 * 1024, *, shared: "SharedSessions | None" = None, sid: str | None = None,
+                 budget: ReplayBudget | None = None) -> None:
         self.id = sid or secrets.token_urlsafe(24)  # visible ASCII, unguessable
         self.conn = conn
         self.shared = shared
         self.in_flight = InFlight()
-        self.store = ReplayStore(store_size, store_bytes)
+        self.store = ReplayStore(store_size, store_bytes, budget)
         self.backlog_bytes = backlog_bytes
         self.streams: dict[str, Stream] = {}
         self.pending = PendingRequests()
@@ -262,6 +344,7 @@ class Session:
             scope.cancel()
         for stream in self.streams.values():
             stream.detach()
+        self.store.clear()  # its replay messages are freed now, not when the session object goes
 
 
 def restore_connection(c: ServerConnection, rec: "SessionRecord") -> None:
@@ -281,11 +364,13 @@ class SessionManager:
     records: a session another process opened is loaded on first use, and expiry is Redis's."""
 
     def __init__(self, ttl_s: float, max_sessions: int, store_size: int, backlog_bytes: int = 8 * 1024 * 1024,
-                 store_bytes: int = 1024 * 1024, shared: "SharedSessions | None" = None) -> None:
+                 store_bytes: int = 1024 * 1024, shared: "SharedSessions | None" = None,
+                 store_total_bytes: int = 256 * 1024 * 1024) -> None:
         self.ttl = ttl_s
         self.max = max_sessions
         self.store_size = store_size
         self.store_bytes = store_bytes
+        self.budget = ReplayBudget(store_total_bytes)  # all the sessions' replay stores together
         self.backlog_bytes = backlog_bytes
         self.shared = shared
         self.sessions: dict[str, Session] = {}
@@ -294,7 +379,8 @@ class SessionManager:
             shared.bind(self)
 
     def _session(self, conn: ServerConnection, sid: str | None = None) -> Session:
-        return Session(conn, self.store_size, self.backlog_bytes, self.store_bytes, shared=self.shared, sid=sid)
+        return Session(conn, self.store_size, self.backlog_bytes, self.store_bytes, shared=self.shared, sid=sid,
+                       budget=self.budget)
 
     async def get(self, session_id: str) -> Session | None:
         session = self.sessions.get(session_id)

@@ -25,10 +25,28 @@ from ...server.redis_link import RedisLink
 if TYPE_CHECKING:
     from .sessions import SessionManager
 
-# Append an event (XADD, trimmed, expiring with the session) and tell the bus, in one trip.
+# Append an event and tell the bus, in one trip. The stream keeps at most ARGV[1] events and
+# ARGV[6] bytes of them (their total in KEYS[3]), the oldest going first; an event bigger than
+# that alone gets its id and goes out on the bus, but is not kept. Both keys expire with the session.
 _APPEND = """
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'd', ARGV[2], 'f', ARGV[3])
+local size, max_events, max_bytes = #ARGV[2], tonumber(ARGV[1]), tonumber(ARGV[6])
+local id = redis.call('XADD', KEYS[1], '*', 'd', ARGV[2], 'f', ARGV[3])
+if size > max_bytes then
+  redis.call('XDEL', KEYS[1], id)
+else
+  local total = redis.call('INCRBY', KEYS[3], size)
+  while total > max_bytes or redis.call('XLEN', KEYS[1]) > max_events do
+    local oldest = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+    if not oldest then
+      redis.call('SET', KEYS[3], 0)
+      break
+    end
+    redis.call('XDEL', KEYS[1], oldest[1])
+    total = redis.call('DECRBY', KEYS[3], #oldest[2][2])
+  end
+end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('EXPIRE', KEYS[3], ARGV[4])
 redis.call('PUBLISH', KEYS[2], string.format(ARGV[5], id))
 return id
 """
@@ -179,15 +197,12 @@ class SharedSessions:
         return {sid: rec for sid, rec in records.items() if rec is not None}
 
     # -- events -------------------------------------------------------------------------------------
-    def _maxlen(self, size: int) -> int:
-        return max(1, min(self.store_size, self.store_bytes // max(size, 1)))
-
     def _append_args(self, sid: str, key: str, data: bytes, final: bool) -> tuple[list[str], list[Any]]:
         note = msgspec.json.encode({"k": "ev", "o": self.link.tag, "sid": sid, "key": key, "pos": "@@",
                                     "final": final, "data": msgspec.Raw(data)})
         template = note.replace(b"%", b"%%").replace(b'"@@"', b'"%s"')
-        return ([self.k("ev", sid, key), self._bus],
-                [self._maxlen(len(data)), data, b"1" if final else b"0", self.ttl, template])
+        return ([self.k("ev", sid, key), self._bus, self.k("evbytes", sid, key)],
+                [self.store_size, data, b"1" if final else b"0", self.ttl, template, self.store_bytes])
 
     async def append(self, sid: str, key: str, data: bytes, final: bool) -> str:
         keys, args = self._append_args(sid, key, data, final)

@@ -170,7 +170,10 @@ class Streamable:
         if session is not None and ex.principal is not None:
             session.owner = ex.principal.owner  # only its owner may use it
         if session is None:
-            await ex.respond(503, error_body(jsonrpc.INTERNAL_ERROR, "Service Unavailable: too many sessions"), [(b"retry-after", b"5")])
+            limit = self.settings.max_sessions
+            await ex.respond(503, error_body(jsonrpc.TOO_MANY_SESSIONS, f"Service Unavailable: all {limit} sessions (max_sessions) "
+                                             "have a request or stream in progress; retry shortly", msg.id,
+                                             {"max_sessions": limit}), [(b"retry-after", b"5")])
             return
         (reply,) = session.conn.receive_message(msg)
         assert isinstance(reply, Reply)
@@ -313,21 +316,25 @@ class Streamable:
 
     async def _pump(self, ex: Exchange, box: Outbox[Any], stream: Stream, first: Any, with_ids: bool) -> None:
         """Write a stream's frames as SSE until it ends or the server closes it (closing the
-        box: what is queued is still written, then the response ends cleanly)."""
+        box: what is queued is still written, then the response ends cleanly). A keep-alive
+        comment goes out whenever nothing else did for ``sse_heartbeat_s``, from the start (no
+        ``first`` frame yet) on: writing is how a client that vanished without a word is noticed."""
         try:
             frame = first
-            while frame[0] != CLOSE:
-                await ex.send_chunk(sse_event(frame[1], stream.public_id(frame[0]) if with_ids else None))
-                while True:
-                    with trio.move_on_after(self.settings.sse_heartbeat_s):
-                        frame = await box.get()
-                        break
+            while frame is None or frame[0] != CLOSE:
+                if frame is not None:
+                    await ex.send_chunk(sse_event(frame[1], stream.public_id(frame[0]) if with_ids else None))
+                frame = None
+                with trio.move_on_after(self.settings.sse_heartbeat_s):
+                    frame = await box.get()
+                if frame is None:
                     await ex.send_chunk(b": keep-alive\n\n")
         except (trio.EndOfChannel, trio.ClosedResourceError):
             pass
         except OSError:  # the client went away: the stream stays resumable
             pass
-        stream.detach(box)
+        finally:  # also when cancelled (the client hung up): later events wait for a resume
+            stream.detach(box)
         try:
             await ex.end_stream()
         except OSError:
@@ -375,22 +382,13 @@ class Streamable:
                 session.streams.pop(key, None)
             raise
         session.active += 1
-        first: Any = None
         try:
             await ex.start_stream()
             async with ex.cancel_on_disconnect(), trio.open_nursery() as nursery:
                 if key == "0":
                     nursery.start_soon(self._end_at_shutdown, box)
-                try:
-                    first = await box.get()
-                except trio.EndOfChannel:  # nothing to replay, or shutting down
-                    first = None
-                if first is not None:
-                    await self._pump(ex, box, stream, first, True)  # ends the response
+                await self._pump(ex, box, stream, None, True)  # heartbeats from now on; ends the response
                 nursery.cancel_scope.cancel()
-            if first is None:  # nothing was written (the pump ends its own responses)
-                with contextlib.suppress(OSError):
-                    await ex.end_stream()
         finally:
             session.active -= 1
             session.touch()

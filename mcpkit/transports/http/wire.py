@@ -36,7 +36,7 @@ def http_status_for(code: int) -> int:
         return 404
     if code == FORBIDDEN:
         return 403
-    if code == jsonrpc.SERVER_BUSY:  # too busy, or shared state unreachable: retry shortly
+    if code in (jsonrpc.SERVER_BUSY, jsonrpc.TOO_MANY_SESSIONS):  # too busy, or shared state unreachable: retry shortly
         return 503
     if code in (jsonrpc.PARSE_ERROR, jsonrpc.INVALID_REQUEST, jsonrpc.INVALID_PARAMS, jsonrpc.HEADER_MISMATCH,
                 jsonrpc.MISSING_CLIENT_CAPABILITY, jsonrpc.UNSUPPORTED_PROTOCOL_VERSION):

@@ -2,7 +2,9 @@
 
 Hypercorn starts each worker with the spawn method and imports ``app`` from this module there;
 the parent passes its command line through ``MCPKIT_HTTP_WORKER``. Each process loads the plugins
-and holds its own sessions; see docs/http.md for what is shared and what is not.
+and holds its own sessions; see docs/http.md for what is shared and what is not. The parent binds
+the socket itself (hypercorn takes it as an ``fd://`` bind), so a port in use is one line; a
+worker whose parent dies answers what it runs and exits (see ``HttpApp.leave_when_orphaned``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sys
 from typing import Any
 
 ENV = "MCPKIT_HTTP_WORKER"
@@ -20,7 +23,8 @@ def run_workers(selection: dict[str, Any], settings_overrides: dict[str, Any], w
     from hypercorn.run import run
 
     from ...plugins.config import load_config
-    from .serve import hyper_config
+    from .serve import hyper_binds, hyper_config, urls
+    from .server.listener import listen
 
     os.environ[ENV] = json.dumps({"selection": selection, "settings": settings_overrides})
     # requestState must verify in whichever process the retry lands on
@@ -30,7 +34,16 @@ def run_workers(selection: dict[str, Any], settings_overrides: dict[str, Any], w
     config.workers = workers
     config.worker_class = "trio"
     config.application_path = "mcpkit.transports.http.workers:app"
-    return run(config)
+    sockets = listen(settings)
+    try:
+        hyper_binds(config, sockets)
+        for url in urls(sockets, bool(settings.certfile and settings.keyfile)):
+            print(f"mcpkit: serving MCP on {url}/mcp (legacy SSE on {url}/sse) with {workers} hypercorn workers",
+                  file=sys.stderr, flush=True)
+        return run(config)
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 class _FakeApp:
@@ -46,17 +59,26 @@ def _settings(config: Any, overrides: dict[str, Any]) -> Any:
 
 
 def _build() -> Any:
+    import multiprocessing
+
     from ...plugins import loader
     from ...plugins.config import load_config
+    from ...server.logs import log_http_requests, setup_logging
     from .asgi import HttpApp
 
     spec = json.loads(os.environ[ENV])
     sel = spec["selection"]
     config = load_config(sel.get("config_path"))
     settings = _settings(config, spec["settings"])
+    setup_logging(settings.log_level)  # a spawned process starts with no logging set up
+    log_http_requests()
     loaded = loader.load(sel.get("only", ()), sel.get("disable", ()), strict=sel.get("strict", False))
     app = loader.build_app(loaded, config, settings, strict=sel.get("strict", False))
-    return HttpApp(app, loader.lifespans(loaded, config), strict=sel.get("strict", False), legacy_only=sel.get("legacy_only", False))
+    http_app = HttpApp(app, loader.lifespans(loaded, config), strict=sel.get("strict", False), legacy_only=sel.get("legacy_only", False))
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.sentinel is not None:  # readable (at its end) once hypercorn's supervisor is gone
+        http_app.orphan_fd = parent.sentinel
+    return http_app
 
 
 app = _build() if ENV in os.environ else None

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("mcpkit.transports.stdio", reason="mcpkit's stdio transport is missing")
 mcp = pytest.importorskip("mcp", reason="the official mcp SDK client is not installed")
 
+from . import hostile_git as hg  # noqa: E402
 from .conftest import commit_all, git_init, write  # noqa: E402
 
 
@@ -24,10 +25,10 @@ def _mcpkit() -> str:
     return found
 
 
-def _run(tmp: Path, actions: Any) -> Any:
+def _run(tmp: Path, actions: Any, root: Path | None = None) -> Any:
     config = tmp / "mcpkit.toml"
     config.write_text(f"[plugins.codesearch]\ndatabase = {json.dumps(str(tmp / 'cs.sqlite3'))}\n"
-                      f"roots = [{json.dumps(str(tmp))}]\n")
+                      f"roots = [{json.dumps(str(root or tmp))}]\n")
     params = mcp.StdioServerParameters(
         command=_mcpkit(), args=["serve", "--plugin", "codesearch", "--config", str(config)],
         cwd=str(tmp), env={"MCPKIT_DATA_DIR": str(tmp / "data")},
@@ -118,3 +119,28 @@ def test_index_search_and_read_over_stdio(tmp_path: Path) -> None:
     assert final["status"] == "completed" and final["files_unchanged"] == 152
     assert out["file"].contents[0].text.startswith("class Cart:")
     assert "not found" in str(out["missing"]).lower()
+
+
+def test_hostile_repositories_over_stdio(tmp_path: Path) -> None:
+    """Through a real server: a repository naming programs is indexed without running them; one
+    whose .git file leads outside the roots is an isError naming the reason; nothing outside is served."""
+    scene = hg.make_scene(tmp_path / "scene")
+    programs = hg.every_program(scene, scene.allowed / "programs")
+    escape = hg.gitdir_file(scene, scene.allowed / "escape")
+
+    async def actions(client: Any) -> dict[str, Any]:
+        out = {}
+        for name, case in (("programs", programs), ("escape", escape)):
+            for ref in (None, "HEAD"):
+                out[name, ref] = await client.call_tool(
+                    "index_repository", {"repository": str(case.repository), "ref": ref, "project": name})
+        out["search"] = await client.call_tool("search_code", {"term": hg.SECRET})
+        return out
+
+    out = _run(tmp_path, actions, root=scene.allowed)
+    for ref in (None, "HEAD"):
+        assert out["programs", ref].structured_content["status"] == "completed", out["programs", ref].content
+        refused = out["escape", ref]
+        assert refused.is_error and "is outside the directories this server may index" in refused.content[0].text
+    assert out["search"].structured_content["total"] == 0
+    assert scene.executions() == []

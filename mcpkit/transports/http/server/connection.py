@@ -3,12 +3,14 @@ requests to the application one at a time (pipelined ones in order), answers bac
 
 Requests are answered inline in the connection's task. Deadlines are kept by the server's
 sweeper (``listener.py``) from the phase and timestamp each connection records, so waiting
-for bytes costs no timer of its own.
+for bytes costs no timer of its own. The same records say how long a connection has held its
+place without earning it (``lag``): at the connection cap the laggiest one makes room.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
@@ -45,9 +47,11 @@ class Connection:
         self.h1 = H1Connection(server.limits)
         self.phase = Phase.HEAD  # a new connection has header_timeout to send a request
         self.since = server.now  # when the phase began (HEAD) or the last byte came (IDLE, BODY)
+        self.body_since = 0.0  # when the body of the request being read began
         self.scope = trio.CancelScope()
         self.must_close = False
         self.timed_out = False
+        self.shed = False  # ended to make room for a new connection
         #: cancelled if the client goes away while they run (see DirectExchange.cancel_on_disconnect)
         self.watchers: list[trio.CancelScope] = []
         self.eof: trio.Event | None = None  # made when someone waits for the client to leave
@@ -59,7 +63,10 @@ class Connection:
                 await self.io.start()
                 await self._serve()
             if self.timed_out and self.phase in (Phase.HEAD, Phase.BODY):
-                await self._refuse(408, "the request did not arrive in time")
+                if self.shed:  # no lingering: its place is taken already
+                    await self.io.send(self._refusal(408, "the request was too slow while the server was full"), 0)
+                else:
+                    await self._refuse(408, "the request did not arrive in time")
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
             pass  # the client went away or stopped reading: nothing more to say to it
         finally:
@@ -88,6 +95,8 @@ class Connection:
                 phase = Phase.BODY if h1.reading_body else Phase.HEAD if h1.in_message else Phase.IDLE
                 if phase != self.phase or phase == Phase.BODY:  # a head's deadline runs from its start
                     self.since = server.now
+                    if phase != self.phase and phase == Phase.BODY:
+                        self.body_since = server.now
                 self.phase = phase
                 continue
             req = h1.ready.popleft()
@@ -125,12 +134,14 @@ class Connection:
         for scope in self.watchers:
             scope.cancel()
 
+    def _refusal(self, status: int, message: str) -> bytes:
+        body = self.server.app.refusal_body(self.h1.refused_path, status, _CODES.get(status, "BAD_REQUEST"), message)
+        return response_head(status, [(b"content-type", b"application/json")], length=len(body), close=True) + body
+
     async def _refuse(self, status: int, message: str) -> None:
         """Answer a request the server will not serve, then close lingering."""
-        body = self.server.app.refusal_body(self.h1.refused_path, status, _CODES.get(status, "BAD_REQUEST"), message)
-        head = response_head(status, [(b"content-type", b"application/json")], length=len(body), close=True)
         with trio.move_on_after(LINGER_S):
-            await self.io.send(head + body, LINGER_S)
+            await self.io.send(self._refusal(status, message), LINGER_S)
             self.io.shutdown_write()
             drained = 0
             while drained < LINGER_BYTES:
@@ -155,11 +166,29 @@ class Connection:
             limit = server.header_timeout
         elif phase == Phase.BODY:
             limit = server.body_timeout
+            if self.lag(now) >= limit:  # the whole body is late, however steadily it trickles
+                self.end(timed_out=True)
+                return
         else:
             return
         if now - self.since >= limit:
-            self.timed_out = True
-            self.scope.cancel()
+            self.end(timed_out=True)
+
+    def lag(self, now: float) -> float:
+        """Seconds this connection has held its place without earning it: idle between
+        requests, sending a request head, or a body behind ``min_body_bytes_per_s``."""
+        phase = self.phase
+        if phase == Phase.BODY:
+            rate = self.server.min_body_rate
+            return now - self.body_since - self.h1.body_received / rate if rate else now - self.since
+        if phase in (Phase.IDLE, Phase.HEAD):
+            return now - self.since
+        return -math.inf  # answering a request, or closing: never shed
+
+    def end(self, *, timed_out: bool = False, shed: bool = False) -> None:
+        self.timed_out = timed_out or shed
+        self.shed = shed
+        self.scope.cancel()
 
 
 _CODES = {400: "BAD_REQUEST", 408: "REQUEST_TIMEOUT", 414: "URI_TOO_LONG", 431: "HEADERS_TOO_LARGE",

@@ -25,6 +25,7 @@ class DirectExchange(Exchange):
         self.query = req.query
         self.headers = req.headers
         self.client = conn.io.peer
+        self.local = conn.io.local
         self.http_version = req.http_version
         self.finished = False  # the response is complete on the wire
         self._conn = conn

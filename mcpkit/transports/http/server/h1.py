@@ -4,22 +4,26 @@ framing of responses.
 ``H1Connection.feed(data)`` runs the httptools (llhttp) parser over what the socket gave;
 complete requests queue up in ``ready`` in arrival order (pipelining), and a request the
 server must refuse sets ``error`` to the status to answer with (400, 413, 414, 431, 505) —
-after which the connection is to be closed. Limits are checked as bytes arrive, so nothing
-over a limit is ever held. llhttp is strict about framing (Content-Length with
-Transfer-Encoding, duplicate Content-Length, obs-fold, bare LF are all refused), and an
-HTTP/1.0 request with Transfer-Encoding is refused too (RFC 9112 §6.1).
+after which the connection is to be closed. Limits are checked as bytes arrive, so
+nothing over a limit is ever held: chunk framing (sizes, extensions, trailers) included.
+llhttp is strict about framing (Content-Length with Transfer-Encoding, duplicate
+Content-Length, obs-fold, bare LF are all refused); on top of it an HTTP/1.0 request with
+Transfer-Encoding, a transfer coding other than ``chunked`` alone (RFC 9112 §6.1), and an
+HTTP/1.1 request without exactly one valid Host (§3.2) are refused. A request in absolute
+form (``GET http://host/path``) is served as ``/path`` with ``host`` as its Host (§3.2.2).
 """
 
 from __future__ import annotations
 
 import collections
+import re
 import time
 from dataclasses import dataclass
 from email.utils import formatdate
 
 import httptools
 
-__all__ = ["H1Connection", "Limits", "Request", "response_head", "chunk", "LAST_CHUNK", "REASONS"]
+__all__ = ["H1Connection", "Limits", "Request", "response_head", "chunk", "split_absolute_form", "LAST_CHUNK", "REASONS"]
 
 REASONS: dict[int, bytes] = {
     100: b"Continue", 200: b"OK", 201: b"Created", 202: b"Accepted", 204: b"No Content",
@@ -34,6 +38,9 @@ REASONS: dict[int, bytes] = {
 LAST_CHUNK = b"0\r\n\r\n"
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _H2_PREFACE = b"PRI * HTTP/2.0"
+#: a Host value: a name, IPv4 or bracketed IPv6 literal, and an optional port (RFC 9110 §7.2)
+_HOST = re.compile(rb"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(:[0-9]*)?")
+_ABSOLUTE = re.compile(rb"(?i)https?://")
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,9 @@ class H1Connection:
         self._header_count = 0
         self._head_size = 0  # request target and header fields of the request being parsed
         self._started = False  # bytes of a request not yet complete have arrived
+        self._hosts = 0  # Host fields of the request being parsed
+        self._chunked = False  # its body is chunked
+        self._framing = 0  # bytes of its chunked body that were not body: sizes, extensions, trailers
 
     # -- what the I/O loop asks -------------------------------------------------------------
     @property
@@ -105,6 +115,11 @@ class H1Connection:
     def reading_body(self) -> bool:
         return self._current is not None and not self._in_headers
 
+    @property
+    def body_received(self) -> int:
+        """Bytes of the body of the request being read."""
+        return self._current._body_size if self._current is not None else 0
+
     def feed(self, data: bytes) -> None:
         if self.error is not None or self.closed_to_new:
             return
@@ -113,6 +128,8 @@ class H1Connection:
                 self._refuse(505, "HTTP/2 is not served on this port without TLS; use HTTP/1.1")
                 return
             self._header_bytes += len(data)
+        elif self._chunked:
+            self._framing += len(data)  # on_body takes the body bytes back out
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -124,6 +141,9 @@ class H1Connection:
                 self._refuse(400, f"malformed HTTP request: {exc}")
         if self.error is None and self._in_headers and self._header_bytes > self.limits.max_header_bytes:
             self._refuse(431, f"the request head is larger than {self.limits.max_header_bytes} bytes")
+        if self.error is None and self.reading_body and self._chunked and (
+                self._framing > self.limits.max_header_bytes + self.body_received):
+            self._refuse(400, "the chunk framing (sizes, extensions, trailers) is larger than the body it carries")
 
     def _refuse(self, status: int, message: str) -> None:
         self.error = (status, message)
@@ -138,6 +158,9 @@ class H1Connection:
         self._started = True
         self._header_count = 0
         self._head_size = 0
+        self._hosts = 0
+        self._chunked = False
+        self._framing = 0
 
     def on_url(self, url: bytes) -> None:
         req = self._current
@@ -159,7 +182,14 @@ class H1Connection:
         if self._head_size > self.limits.max_header_bytes:
             self._refuse(431, f"the request head is larger than {self.limits.max_header_bytes} bytes")
             raise _Refuse
+        if not self._in_headers:
+            return  # a trailer field: counted, never merged into the request's header fields
         name = name.lower()
+        if name == b"host":
+            self._hosts += 1
+            if self._hosts > 1 or _HOST.fullmatch(value) is None:
+                self._refuse(400, "a request must have exactly one valid Host header field")
+                raise _Refuse
         req.raw_headers.append((name, value))
         key = name.decode("latin-1")
         text = value.decode("latin-1")
@@ -183,6 +213,25 @@ class H1Connection:
         if req.http_version == "1.0" and "transfer-encoding" in headers:
             self._refuse(400, "Transfer-Encoding is not allowed in HTTP/1.0")
             raise _Refuse
+        coding = headers.get("transfer-encoding")
+        if coding is not None:
+            codings = [c.strip().lower() for c in coding.split(",")]
+            if codings != ["chunked"]:  # 400, not 501: the server answers nothing a client did with a 5xx
+                self._refuse(400, f"Transfer-Encoding {coding!r} is not served: only chunked alone is")
+                raise _Refuse
+            self._chunked = True
+        if req.http_version != "1.0" and self._hosts == 0:
+            self._refuse(400, "an HTTP/1.1 request must have a Host header field")
+            raise _Refuse
+        try:
+            absolute = split_absolute_form(req.raw_path)
+        except ValueError as exc:
+            self._refuse(400, str(exc))
+            raise _Refuse from None
+        if absolute is not None:  # served as its path, with the target's authority as the Host
+            authority, req.raw_path = absolute
+            req.headers["host"] = authority.decode("latin-1")
+            req.raw_headers = [(n, v) for n, v in req.raw_headers if n != b"host"] + [(b"host", authority)]
         length = headers.get("content-length")
         if length is not None and int(length) > self.limits.max_body_bytes:  # llhttp checked the digits
             self._refuse(413, f"the request body is larger than {self.limits.max_body_bytes} bytes")
@@ -193,6 +242,7 @@ class H1Connection:
     def on_body(self, body: bytes) -> None:
         req = self._current
         assert req is not None
+        self._framing -= len(body)
         req._body_size += len(body)
         if req._body_size > self.limits.max_body_bytes:
             self._refuse(413, f"the request body is larger than {self.limits.max_body_bytes} bytes")
@@ -212,6 +262,20 @@ class H1Connection:
         if len(self.ready) >= self.limits.max_pipelined:
             self.closed_to_new = True  # answer these, then close: no unbounded queue
             raise _Refuse
+
+
+def split_absolute_form(target: bytes) -> tuple[bytes, bytes] | None:
+    """``http://authority/path?query`` -> (authority, ``/path?query``); None when ``target``
+    is not in absolute form; ValueError when its authority is not a host (RFC 9112 §3.2.2:
+    the server then uses the target's authority, not the Host field)."""
+    if _ABSOLUTE.match(target) is None:
+        return None
+    rest = target.split(b"://", 1)[1]
+    end = min((i for i in (rest.find(b"/"), rest.find(b"?")) if i != -1), default=len(rest))
+    authority, path = rest[:end], rest[end:]
+    if not authority or b"@" in authority or _HOST.fullmatch(authority) is None:
+        raise ValueError("the request target's authority is not a valid host")
+    return authority, path if path.startswith(b"/") else b"/" + path
 
 
 # -- responses --------------------------------------------------------------------------------------

@@ -2,20 +2,27 @@
 
 One task per connection (``connection.py``); one sweeper task that, twice a second, ends the
 connections whose phase has outlasted its deadline: a request head not complete within
-``header_timeout_s`` (slowloris), a gap in a body over ``body_timeout_s``, keep-alive idleness
-over ``keepalive_timeout_s``. Past ``max_connections`` a new connection is answered 503 and
-closed at once.
+``header_timeout_s`` (slowloris), a gap in a body over ``body_timeout_s`` or a whole body
+slower than that plus ``min_body_bytes_per_s``, keep-alive idleness over
+``keepalive_timeout_s``. At ``max_connections`` a new connection takes the place of the one
+that has held its place longest without earning it (idle, or slow with its request: see
+``Connection.lag``), so slow clients cannot lock out the others; when every connection is
+answering a request, the new one is answered 503 and closed at once.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import math
+import os
 import socket
 import ssl
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ....server.errors import StartupError
 from ....server.settings import Settings
 from .connection import Connection, Phase
 from .h1 import Limits, response_head
@@ -26,31 +33,84 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcpkit.http")
 SWEEP_S = 0.5
+#: a connection is shed at the cap only once it has lagged this long (a new client's request
+#: arrives well within it)
+SHED_AFTER_S = 1.0
+#: connections are ranked for shedding at most this often (each ranking serves many accepts)
+RANK_EVERY_S = 0.1
 _BUSY_BODY = b'{"error":{"code":"SERVER_BUSY","message":"too many open connections; retry shortly"}}'
 _BUSY = response_head(503, [(b"content-type", b"application/json"), (b"retry-after", b"1")],
                       length=len(_BUSY_BODY), close=True) + _BUSY_BODY
 
 
+def listen(settings: Settings) -> list[socket.socket]:
+    """The listening sockets of ``settings`` (host, port), the TLS files checked first: what
+    would stop the server fails here, before any plugin starts or worker forks."""
+    if settings.certfile:
+        tls_context(settings.certfile, settings.keyfile)
+    return [bind(settings.host, settings.port)]
+
+
 def bind(host: str, port: int, backlog: int = 1024) -> socket.socket:
-    """A listening TCP socket (IPv6 when the host is an IPv6 literal)."""
+    """A listening TCP socket (IPv6 when the host is an IPv6 literal). What stops it is a
+    :class:`StartupError` that says what to change."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise StartupError(f"cannot listen on {host}: {exc.strerror or exc}") from exc
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(backlog)
         sock.setblocking(False)
-    except OSError:
+    except (OSError, OverflowError) as exc:
         sock.close()
-        raise
+        raise StartupError(_cannot_bind(host, port, exc)) from exc
     return sock
 
 
+def _cannot_bind(host: str, port: int, exc: Exception) -> str:
+    if isinstance(exc, OverflowError):
+        return f"port {port} is out of range: pass --port from 0 to 65535 (0 picks a free one)"
+    if isinstance(exc, socket.gaierror):
+        return (f"cannot listen on {host!r}: the name does not resolve ({exc.strerror}); pass --host with an address "
+                "of this machine, such as 127.0.0.1")
+    code = getattr(exc, "errno", None)
+    if code == errno.EADDRINUSE:
+        return f"port {port} is in use on {host}: pass --port with a free one (0 picks one) or stop the other server"
+    if code == errno.EACCES and 0 < port < 1024:
+        return (f"no permission to listen on port {port} (ports below 1024 need root or CAP_NET_BIND_SERVICE): "
+                "pass --port 1024 or higher")
+    if code == errno.EADDRNOTAVAIL:
+        return (f"cannot listen on {host}: it is not an address of this machine; pass --host with one that is "
+                "(127.0.0.1 for this machine only, 0.0.0.0 for every interface)")
+    return f"cannot listen on {host} port {port}: {getattr(exc, 'strerror', None) or exc}; check --host and --port"
+
+
 def tls_context(certfile: str, keyfile: str | None) -> ssl.SSLContext:
+    """The server's TLS context; a certificate or key that cannot be used is a
+    :class:`StartupError` that names the file."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(certfile, keyfile)
+    try:
+        ctx.load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise StartupError(_cannot_load(certfile, keyfile, exc)) from exc
     ctx.set_alpn_protocols(["http/1.1"])
     return ctx
+
+
+def _cannot_load(certfile: str, keyfile: str | None, exc: Exception) -> str:
+    files = [certfile] + ([keyfile] if keyfile else [])
+    if isinstance(exc, ssl.SSLError) and exc.reason == "KEY_VALUES_MISMATCH":
+        return f"the TLS key {keyfile} does not belong to the certificate {certfile}: pass the matching --keyfile"
+    if not isinstance(exc, ssl.SSLError):
+        missing = next((f for f in files if not os.path.isfile(f)), None)
+        if missing is not None:
+            return f"TLS file {missing} does not exist: pass --certfile (and --keyfile) with PEM files that do"
+        return f"cannot read TLS file {' or '.join(files)}: {exc.strerror or exc}"
+    return (f"cannot load a TLS certificate and key from {' and '.join(files)}: --certfile takes a PEM certificate "
+            "chain, --keyfile its PEM private key (or leave it out when the key is in the certificate file)")
 
 
 class HttpServer:
@@ -60,6 +120,7 @@ class HttpServer:
                              settings.max_message_bytes)
         self.header_timeout = settings.header_timeout_s
         self.body_timeout = settings.body_timeout_s
+        self.min_body_rate = settings.min_body_bytes_per_s
         self.keepalive_timeout = settings.keepalive_timeout_s
         self.send_timeout = settings.send_timeout_s
         self.max_connections = settings.max_connections
@@ -67,6 +128,11 @@ class HttpServer:
         self.connections: set[Connection] = set()
         self.draining = False
         self.now = 0.0
+        self._sheddable: list[Connection] = []  # at the cap: who may make room, laggiest last
+        self._ranked_at = -math.inf
+        #: TCP_USER_TIMEOUT: unacknowledged data for send_timeout_s ends the connection in the kernel
+        self._user_timeout_ms = (int(self.send_timeout * 1000) if _USER_TIMEOUT is not None
+                                 and 0 < self.send_timeout < 2_000_000 else 0)
         self._accepting = trio.CancelScope()
         self._idle = trio.Event()
 
@@ -106,14 +172,33 @@ class HttpServer:
                 log.warning("accept failed: %s", exc)
                 await trio.sleep(0.1)
                 continue
-            if len(self.connections) >= self.max_connections:
+            if len(self.connections) >= self.max_connections and not self._make_room():
                 _refuse_busy(client)
                 continue
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._user_timeout_ms:  # a peer that vanished (no ACK for what we sent) ends the connection
+                client.setsockopt(socket.IPPROTO_TCP, _USER_TIMEOUT, self._user_timeout_ms)
             conn = Connection(self, self._io(client), scheme)
             self.connections.add(conn)
             nursery.start_soon(self._run, conn)
+
+    def _make_room(self) -> bool:
+        """At the cap: end the connection that has lagged longest (at least ``SHED_AFTER_S``),
+        so a new one can take its place. The candidates are ranked once for many accepts (again
+        when they are used up, at most every ``RANK_EVERY_S``), not per connection accepted."""
+        now = trio.current_time()
+        if not self._sheddable and now - self._ranked_at >= RANK_EVERY_S:
+            self._ranked_at = now
+            lags = [(conn.lag(now), conn) for conn in self.connections]
+            self._sheddable = [conn for lag, conn in sorted(lags, key=lambda x: x[0]) if lag >= SHED_AFTER_S]
+        while self._sheddable:
+            conn = self._sheddable.pop()
+            if conn in self.connections and conn.lag(now) >= SHED_AFTER_S:
+                self.connections.discard(conn)  # its place is the new one's now; it closes at once
+                conn.end(shed=True)
+                return True
+        return False
 
     def _io(self, client: socket.socket) -> Any:
         if self.ssl_context is None:
@@ -137,6 +222,9 @@ class HttpServer:
                 conn.sweep(now)
 
 
+_USER_TIMEOUT: int | None = getattr(socket, "TCP_USER_TIMEOUT", None)
+
+
 def _refuse_busy(client: socket.socket) -> None:
     try:
         client.setblocking(False)
@@ -147,4 +235,4 @@ def _refuse_busy(client: socket.socket) -> None:
     client.close()
 
 
-__all__ = ["HttpServer", "bind", "tls_context"]
+__all__ = ["HttpServer", "bind", "listen", "tls_context"]

@@ -5,7 +5,11 @@ forks the workers; each runs the plugin lifespans and serves on its own trio loo
 workers share is what docs/http.md says: the socket and the ``requestState`` sealing secret
 (the parent's, inherited); sessions, replay stores and plugin state are per process. The
 parent supervises: SIGTERM/SIGINT are passed on and waited for (grace period, then SIGKILL);
-a worker that dies is replaced, unless they keep dying.
+a worker that dies is replaced, unless they keep dying. A worker whose parent dies (even by
+SIGKILL) shuts down as on SIGTERM: the parent holds the only write end of a pipe whose read end
+each worker inherits and watches, and the kernel closes it when the parent goes, however it
+goes. There is no set-up step to race with: a worker that starts watching after its parent
+died finds the pipe ended already.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ import sys
 import time
 from typing import Any
 
+import trio
+
 from ....server.app import App
-from .listener import bind
+from .listener import listen
 
 log = logging.getLogger("mcpkit.http")
 #: this many worker deaths within RESTART_WINDOW_S means something is wrong: stop
@@ -28,7 +34,7 @@ RESTART_WINDOW_S = 30.0
 
 def run_forked(app: App, lifespans: list[tuple[str, Any]], *, strict: bool = False, legacy_only: bool = False) -> int:
     s = app.settings
-    sock = bind(s.host, s.port)
+    (sock,) = listen(s)  # a port in use or a bad certificate fails here, once, not in every worker
     from ..serve import urls
 
     for url in urls([sock], bool(s.certfile)):
@@ -43,9 +49,10 @@ def run_forked(app: App, lifespans: list[tuple[str, Any]], *, strict: bool = Fal
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     children: dict[int, float] = {}
     deaths: list[float] = []
+    lifeline = os.pipe()  # never written: its end tells the workers that the parent is gone
     try:
         for _ in range(s.workers):
-            children[_fork(app, lifespans, sock, strict, legacy_only, old)] = time.monotonic()
+            children[_fork(app, lifespans, sock, strict, legacy_only, old, lifeline)] = time.monotonic()
         while children and not stopping:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
@@ -61,28 +68,30 @@ def run_forked(app: App, lifespans: list[tuple[str, Any]], *, strict: bool = Fal
                 log.error("workers keep dying (%d in %.0f s); stopping", len(deaths), RESTART_WINDOW_S)
                 stopping = True
                 break
-            children[_fork(app, lifespans, sock, strict, legacy_only, old)] = now
+            children[_fork(app, lifespans, sock, strict, legacy_only, old, lifeline)] = now
         return _stop(children, s.shutdown_grace_s + 5)
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
         sock.close()
+        for fd in lifeline:
+            os.close(fd)
 
 
 def _fork(app: App, lifespans: list[tuple[str, Any]], sock: Any, strict: bool, legacy_only: bool,
-          handlers: dict[int, Any]) -> int:
+          handlers: dict[int, Any], lifeline: tuple[int, int]) -> int:
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
+        os.close(lifeline[1])  # only the parent may hold the write end
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-        import trio
-
         from ..serve import serve_http
 
-        trio.run(lambda: serve_http(app, lifespans, strict=strict, legacy_only=legacy_only, sockets=[sock], announce=False))
+        trio.run(lambda: serve_http(app, lifespans, strict=strict, legacy_only=legacy_only, sockets=[sock], announce=False,
+                                    parent=lifeline[0]))
         code = 0
     except BaseException as exc:  # the worker's last word, then out
         log.error("worker %d failed: %s: %s", os.getpid(), type(exc).__name__, exc)
@@ -115,6 +124,19 @@ def _stop(children: dict[int, float], grace: float) -> int:
         except (ProcessLookupError, ChildProcessError):
             pass
     return code
+
+
+async def until_parent_exits(fd: int) -> None:
+    """Return when the supervising process is gone: ``fd`` is the read end of a pipe whose
+    write end only that process holds (it never writes), so the end of the pipe means it exited."""
+    os.set_blocking(fd, False)
+    while True:
+        await trio.lowlevel.wait_readable(fd)
+        try:
+            if not os.read(fd, 4096):
+                return
+        except BlockingIOError:
+            continue
 
 
 def _describe(status: int) -> str:

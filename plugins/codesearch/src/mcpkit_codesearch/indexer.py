@@ -75,7 +75,8 @@ def prepare(repository: str, ref: str | None = None, project: str | None = None,
     """Validate the request; raises SourceError with a clear message.
 
     With `roots`, the repository must be one of them or lie below one (after resolving
-    symlinks); kernel pseudo-filesystems are refused always."""
+    symlinks), and so must every directory git would read it from (see gitsafe.locate);
+    kernel pseudo-filesystems are refused always."""
     if not repository or "\0" in repository:
         raise SourceError("repository must be a non-empty path")
     root = Path(repository).expanduser()
@@ -97,7 +98,7 @@ def prepare(repository: str, ref: str | None = None, project: str | None = None,
             f"invalid project name {name!r}: use 1-200 characters without '/' "
             "or surrounding spaces"
         )
-    return IndexJob(root=root, project=name, ref=ref, source=open_source(root, ref))
+    return IndexJob(root=root, project=name, ref=ref, source=open_source(root, ref, roots))
 
 
 def _utf8_ok(path: str) -> bool:

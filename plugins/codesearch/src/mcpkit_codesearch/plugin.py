@@ -104,7 +104,8 @@ def build_tools(engine: CodeSearch, roots: tuple[Path, ...] = ()) -> list[Any]:
         respected); with `ref`, that commit's tree is read without checking it out.
         Binary files, files over the size limit, virtualenvs, node_modules and .git are
         skipped. Unchanged files are not re-read and deleted files disappear. Only
-        directories under the server's allowed roots can be indexed.
+        directories under the server's allowed roots can be indexed, and a repository whose
+        git data lies outside them is refused.
         """
         try:
             if not wait:

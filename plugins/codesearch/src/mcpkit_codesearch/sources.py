@@ -5,25 +5,26 @@ a commit) so an unchanged tree can be re-scanned quickly, and reads the bytes
 of the entries the indexer asks for.
 """
 
+import errno
 import os
-import shutil
 import stat
-import subprocess
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from . import gitsafe
+from .gitsafe import GitRepo, NotARepository, SourceError
+
 EXCLUDED_DIRS = frozenset({".git", "node_modules"})
 #: never walked into, even from "/": their files can block for ever or never end
 PSEUDO_DIRS = frozenset({"/proc", "/sys", "/dev"})
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 VENV_MARKER = "pyvenv.cfg"
 
-
-class SourceError(ValueError):
-    """The repository or ref cannot be indexed (clear message for the caller)."""
+__all__ = ["CommitSource", "DirectorySource", "Entry", "Source", "SourceError", "WorkTreeSource", "open_source"]
 
 
 @dataclass(slots=True)
@@ -34,20 +35,9 @@ class Entry:
     blob: str | None  # commits
 
 
-def _git(root: Path, *args: str) -> bytes:
-    if shutil.which("git") is None:
-        raise SourceError("git is not installed, cannot read a git repository")
-    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True)
-    if proc.returncode != 0:
-        msg = proc.stderr.decode("utf-8", "replace").strip() or f"exit status {proc.returncode}"
-        raise SourceError(f"git {args[0]} failed in {root}: {msg}")
-    return proc.stdout
-
-
-def _open_regular(path: str) -> BinaryIO:
-    """Open a regular file for reading; anything else (a FIFO, a device, a symlink swapped in
-    after listing) is refused with OSError, without blocking."""
-    fd = os.open(path, _OPEN_FLAGS)
+def _as_regular_file(fd: int, path: str) -> BinaryIO:
+    """A file object for `fd` if it is a regular file; anything else (a FIFO, a device) is refused
+    with OSError, without blocking (it was opened with O_NONBLOCK)."""
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"not a regular file: {path}")
@@ -58,13 +48,51 @@ def _open_regular(path: str) -> BinaryIO:
         raise
 
 
-def is_git_work_tree(root: Path) -> bool:
-    if shutil.which("git") is None:
-        return False
-    proc = subprocess.run(
-        ["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"], capture_output=True
-    )
-    return proc.returncode == 0 and proc.stdout.strip() == b"true"
+class Beneath:
+    """Stats and opens paths below `root` one component at a time, never following a symlink and
+    never leaving `root`. A path git lists comes from an index anyone can write: it may be
+    absolute, hold '..', or cross a directory that is now a symlink to elsewhere.
+
+    Keeps the directory descriptors of the last path open, so a run of files in one directory
+    costs one open each."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._chain: list[tuple[str, int]] = []  # (name, fd) from root down
+
+    def __enter__(self) -> "Beneath":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        while self._chain:
+            os.close(self._chain.pop()[1])
+
+    def _dir_fd(self, rel: str) -> tuple[int, str]:
+        """The descriptor of `rel`'s directory and `rel`'s last component."""
+        *dirs, name = rel.split("/")
+        if name in ("", ".", "..") or any(part in ("", ".", "..") for part in dirs):
+            raise OSError(errno.EINVAL, "not a plain relative path", rel)
+        if not self._chain:
+            self._chain.append(("", os.open(self.root, _DIR_FLAGS)))
+        keep = 1
+        while keep < len(self._chain) and keep <= len(dirs) and self._chain[keep][0] == dirs[keep - 1]:
+            keep += 1
+        while len(self._chain) > keep:
+            os.close(self._chain.pop()[1])
+        for part in dirs[keep - 1:]:
+            self._chain.append((part, os.open(part, _DIR_FLAGS, dir_fd=self._chain[-1][1])))
+        return self._chain[-1][1], name
+
+    def lstat(self, rel: str) -> os.stat_result:
+        fd, name = self._dir_fd(rel)
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+
+    def open(self, rel: str) -> BinaryIO:
+        fd, name = self._dir_fd(rel)
+        return _as_regular_file(os.open(name, _OPEN_FLAGS, dir_fd=fd), rel)
 
 
 def _excluded_by_name(path: str) -> bool:
@@ -120,18 +148,19 @@ class DirectorySource:
         return out
 
     def read(self, entries: Sequence[Entry], limit: int) -> Iterator[bytes | None]:
-        """Yield each entry's bytes (None if it vanished or is unreadable)."""
-        root = str(self.root)
-        for entry in entries:
-            try:
-                with _open_regular(os.path.join(root, entry.path)) as fh:
-                    head = fh.read(8192)
-                    if b"\0" in head or len(head) < 8192:
-                        yield head  # binary (the indexer checks) or complete
-                    else:
-                        yield head + fh.read(limit + 1 - len(head))
-            except OSError:
-                yield None
+        """Yield each entry's bytes (None if it vanished, is unreadable or lies beyond a symlink)."""
+        with Beneath(str(self.root)) as tree:
+            for entry in entries:
+                try:
+                    with tree.open(entry.path) as fh:
+                        head = fh.read(8192)
+                        if b"\0" in head or len(head) < 8192:
+                            data = head  # binary (the indexer checks) or complete
+                        else:
+                            data = head + fh.read(limit + 1 - len(head))
+                except OSError:
+                    data = None
+                yield data
 
 
 class WorkTreeSource(DirectorySource):
@@ -139,21 +168,25 @@ class WorkTreeSource(DirectorySource):
 
     kind = "worktree"
 
+    def __init__(self, root: Path, repo: GitRepo) -> None:
+        super().__init__(root)
+        self.repo = repo
+
     def describe(self) -> str:
         return "worktree"
 
     def list(self, limit: int | None = None) -> list[Entry]:
-        raw = _git(self.root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+        raw = gitsafe.run(self.repo, self.root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
         paths = sorted({os.fsdecode(p) for p in raw.split(b"\0") if p})
         out: list[Entry] = []
-        root = str(self.root)
-        for path in _filter_listed(paths):
-            try:
-                st = os.lstat(os.path.join(root, path))
-            except OSError:
-                continue  # deleted in the work tree
-            if (st.st_mode & 0o170000) == 0o100000:  # regular file only
-                out.append(Entry(path, st.st_size, st.st_mtime_ns, None))
+        with Beneath(str(self.root)) as tree:
+            for path in _filter_listed(paths):
+                try:
+                    st = tree.lstat(path)
+                except OSError:
+                    continue  # deleted, or not a plain path below the root (a crafted index)
+                if stat.S_ISREG(st.st_mode):  # regular file only
+                    out.append(Entry(path, st.st_size, st.st_mtime_ns, None))
         return out
 
 
@@ -162,15 +195,12 @@ class CommitSource:
 
     kind = "ref"
 
-    def __init__(self, root: Path, ref: str) -> None:
-        if not ref or ref.startswith("-") or "\0" in ref or "\n" in ref:
-            raise SourceError(f"invalid git ref: {ref!r}")
-        if not is_git_work_tree(root):
-            raise SourceError(f"{root} is not inside a git work tree; a ref needs a git repository")
+    def __init__(self, root: Path, ref: str, repo: GitRepo) -> None:
         self.root = root
         self.ref = ref
+        self.repo = repo
         try:
-            self.commit = _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+            self.commit = gitsafe.run(repo, root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
         except SourceError:
             raise SourceError(f"unknown git ref {ref!r} in {root}") from None
         self.commit_id = self.commit.decode().strip()
@@ -179,7 +209,7 @@ class CommitSource:
         return f"ref:{self.commit_id}"
 
     def list(self, limit: int | None = None) -> list[Entry]:
-        raw = _git(self.root, "ls-tree", "-r", "-z", "-l", self.commit_id)
+        raw = gitsafe.run(self.repo, self.root, "ls-tree", "-r", "-z", "-l", self.commit_id)
         by_path: dict[str, Entry] = {}
         for record in raw.split(b"\0"):
             if not record:
@@ -197,10 +227,7 @@ class CommitSource:
         """Stream blobs through one `git cat-file --batch` process."""
         if not entries:
             return
-        proc = subprocess.Popen(
-            ["git", "-C", str(self.root), "cat-file", "--batch"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        )
+        proc = gitsafe.start(self.repo, self.root, "cat-file", "--batch")
         assert proc.stdin is not None and proc.stdout is not None
         stdin, stdout = proc.stdin, proc.stdout
 
@@ -236,9 +263,19 @@ class CommitSource:
 Source = DirectorySource | CommitSource
 
 
-def open_source(root: Path, ref: str | None) -> Source:
+def open_source(root: Path, ref: str | None, roots: Sequence[Path] | None = None) -> Source:
+    """The source for `root` (resolved): a commit with `ref`, else a work tree or a directory.
+
+    Refuses (SourceError) a repository that reaches outside `roots`; a directory git would not
+    take for a work tree (another user's, a broken `.git` file) is indexed as a plain directory."""
+    if ref is not None and (not ref or ref.startswith("-") or "\0" in ref or "\n" in ref):
+        raise SourceError(f"invalid git ref: {ref!r}")
+    try:
+        repo = gitsafe.locate(root, roots)
+    except NotARepository as exc:
+        if ref is not None:
+            raise SourceError(f"{exc}; a ref needs a git repository") from None
+        return DirectorySource(root)
     if ref is not None:
-        return CommitSource(root, ref)
-    if is_git_work_tree(root):
-        return WorkTreeSource(root)
-    return DirectorySource(root)
+        return CommitSource(root, ref, repo)
+    return WorkTreeSource(root, repo)

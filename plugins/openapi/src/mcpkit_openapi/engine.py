@@ -20,7 +20,8 @@ from .spec import MAX_SPEC_BYTES, Operation
 
 log = logging.getLogger("mcpkit_openapi")
 
-KNOWN_SETTINGS = {"specs", "cache_dir", "ranking", "timeout", "max_spec_mb"}
+KNOWN_SETTINGS = {"specs", "cache_dir", "ranking", "model", "timeout", "max_spec_mb"}
+MODEL_KEYS = {"path", "pooling", "query_prefix", "document_prefix", "max_tokens"}
 DEFAULT_TIMEOUT = 5.0
 EMBEDDED_NOTE = (
     "No specs configured: these results come from the embedded demo issue-tracker API. "
@@ -51,6 +52,7 @@ class Settings:
     ranking: str = "lexical"
     timeout: float = DEFAULT_TIMEOUT
     max_spec_bytes: int = MAX_SPEC_BYTES
+    model: Any = None  # embed.ModelSpec of a configured model directory; None: the packaged one
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None, default_cache: Path | None = None) -> Settings:
@@ -63,14 +65,25 @@ class Settings:
             specs = parse_sources(config.get("specs"))
         except ValueError as exc:
             raise SettingsError(f"[plugins.openapi] specs: {exc}") from None
-        ranking = config.get("ranking", "lexical")
+        model_setting = config.get("model")
+        # lexical unless a model is named: the packaged model's install (~180 MB) is over the
+        # plugin's budget, and on APIs nobody tuned for it ranks no better (eval/README.md)
+        default_ranking = "hybrid" if model_setting is not None else "lexical"
+        ranking = config.get("ranking", default_ranking)
         if ranking not in MODES:
             raise SettingsError(f"[plugins.openapi] ranking must be one of {', '.join(MODES)}, got {ranking!r}")
-        if ranking == "hybrid" and not hybrid_available():
+        if ranking == "hybrid" and not hybrid_available(own_model=model_setting is not None):
             raise SettingsError(
-                "[plugins.openapi] ranking = 'hybrid' needs the optional embedding extra, which is not "
-                "installed: pip install 'mcpkit-openapi[embeddings]' (or use ranking = 'lexical')"
+                "[plugins.openapi] ranking = 'hybrid' needs onnxruntime, numpy and the model package: "
+                "pip install 'mcpkit-openapi[embeddings]' "
+                "(or use ranking = 'lexical')"
             )
+        model = None
+        if model_setting is not None:
+            if ranking == "lexical":
+                log.warning("openapi: [plugins.openapi] model is not used with ranking = 'lexical'")
+            else:
+                model = parse_model(model_setting)
         timeout = config.get("timeout", DEFAULT_TIMEOUT)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise SettingsError(f"[plugins.openapi] timeout must be a positive number of seconds, got {timeout!r}")
@@ -81,7 +94,33 @@ class Settings:
         max_mb = config.get("max_spec_mb", MAX_SPEC_BYTES / 1048576)
         if isinstance(max_mb, bool) or not isinstance(max_mb, (int, float)) or not 0 < max_mb <= 4096:
             raise SettingsError(f"[plugins.openapi] max_spec_mb must be a number of MiB in (0, 4096], got {max_mb!r}")
-        return cls(specs, cache_dir, ranking, float(timeout), int(max_mb * 1048576))
+        return cls(specs, cache_dir, ranking, float(timeout), int(max_mb * 1048576), model)
+
+
+def parse_model(value: Any) -> Any:
+    """The ``model`` setting: a model directory path, or a table ``{path, pooling,
+    query_prefix, document_prefix, max_tokens}``; checked now, loaded on first use."""
+    from .embed import ModelError, model_from_dir
+
+    where = "[plugins.openapi] model"
+    table = {"path": value} if isinstance(value, str) else value
+    if not isinstance(table, dict) or not isinstance(table.get("path"), str) or not table["path"]:
+        raise SettingsError(f"{where} must be a model directory path or a table with a 'path', got {value!r}")
+    unknown = sorted(set(table) - MODEL_KEYS)
+    if unknown:
+        raise SettingsError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(MODEL_KEYS))})")
+    for key in ("query_prefix", "document_prefix", "pooling"):
+        if key in table and not isinstance(table[key], str):
+            raise SettingsError(f"{where}.{key} must be a string, got {table[key]!r}")
+    max_tokens = table.get("max_tokens", 128)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 8 <= max_tokens <= 8192:
+        raise SettingsError(f"{where}.max_tokens must be an integer in [8, 8192], got {max_tokens!r}")
+    try:
+        return model_from_dir(Path(table["path"]).expanduser().absolute(), pooling=table.get("pooling"),
+                              query_prefix=table.get("query_prefix", ""),
+                              document_prefix=table.get("document_prefix", ""), max_tokens=max_tokens)
+    except ModelError as exc:
+        raise SettingsError(f"{where}: {exc}") from None
 
 
 @dataclass
@@ -100,7 +139,8 @@ class Engine:
         t0 = time.perf_counter()
         self.settings = settings
         self.catalog: Catalog = build_catalog(settings.specs, settings.cache_dir, settings.max_spec_bytes)
-        self.searcher = Searcher(self.catalog.operations, settings.ranking, settings.cache_dir)
+        self.searcher = Searcher(self.catalog.operations, settings.ranking, settings.cache_dir,
+                                 model=settings.model)
         self.ids = [op.operation_id for op in self.catalog.operations]
         self._lower = {i.lower(): i for i in self.ids}
         self._suffix: dict[str, list[str]] = {}
@@ -115,12 +155,17 @@ class Engine:
 
     @property
     def note(self) -> str | None:
-        """A remark for the model when results do not come from the user's own specs."""
+        """A remark for the model when results do not come from the user's own specs, or are
+        ranked without the embedding model that was asked for."""
+        notes = []
         if self.catalog.embedded_default:
-            return EMBEDDED_NOTE
-        if not self.catalog.operations and self.catalog.errors:
-            return "No configured spec could be loaded: " + "; ".join(self.catalog.errors)
-        return None
+            notes.append(EMBEDDED_NOTE)
+        elif not self.catalog.operations and self.catalog.errors:
+            notes.append("No configured spec could be loaded: " + "; ".join(self.catalog.errors))
+        if self.searcher.model_error:
+            notes.append(f"The embedding model could not be used, so results are ranked lexically: "
+                         f"{self.searcher.model_error}")
+        return " ".join(notes) or None
 
     def search(self, query: str, limit: int = 5) -> list[Hit]:
         """Most relevant operations for a natural-language query, best first."""
@@ -138,7 +183,7 @@ class Engine:
                      _q(query), json.dumps(str(exc)), (time.perf_counter() - t0) * 1000)
             raise
         log.info("openapi: event=search_ids query=%s limit=%d results=%d latency_ms=%.2f ranking=%s",
-                 _q(query), limit, len(hits), (time.perf_counter() - t0) * 1000, self.searcher.mode)
+                 _q(query), limit, len(hits), (time.perf_counter() - t0) * 1000, self.searcher.effective_mode)
         return hits
 
     def resolve_id(self, operation_id: str) -> Operation:

@@ -1,7 +1,7 @@
 """mcpkit wiring: the ``search_ids`` and ``get_operation`` tools and the start-up index build.
 
-Configuration (``[plugins.openapi]``): ``specs``, ``cache_dir``, ``ranking``, ``timeout``; see the
-README. The engine (``engine.py`` and below) has no mcpkit dependency.
+Configuration (``[plugins.openapi]``): ``specs``, ``cache_dir``, ``ranking``, ``model``,
+``timeout``, ``max_spec_mb``; see the README. The engine (``engine.py`` and below) has no mcpkit dependency.
 """
 
 import contextlib
@@ -87,7 +87,8 @@ def make_tools(config: dict[str, Any] | None) -> list[Any]:
     def search_ids(
         query: Annotated[str, msgspec.Meta(
             min_length=1, max_length=500,
-            description="What you want to do, in plain words, e.g. 'move this issue to done'")],
+            description="The task in a few words, e.g. 'move this issue to done'; use the API's own "
+                        "terms when you know them ('transition', 'webhook', 'workspace')")],
         limit: Annotated[int, msgspec.Meta(ge=1, le=20, description="How many operation ids to return (1-20)")] = 5,
     ) -> SearchIdsResult:
         """Find which API operation does a task: answers a natural-language query with the most
@@ -98,6 +99,9 @@ def make_tools(config: dict[str, Any] | None) -> list[Any]:
         method, path}]}` where similarity_score is in 0-1 (higher is closer). When several APIs
         are loaded, ids carry the API name as a prefix (`github:issues/update`).
         Then call get_operation with an id to learn its parameters and request body.
+        Results match by words and by meaning; the API's own terms (its resource names and
+        verbs, as seen in earlier results' summaries and paths) match best. If no result fits,
+        search again with other words or the product's name for the thing.
 
         Example: search_ids(query="move this issue to done", limit=2) ->
         {"operations": [{"operation_id": "transitionIssue", "summary": "Move an issue to another

@@ -17,8 +17,10 @@ class WordPiece:
     """The BERT uncased tokenizer: clean, lower-case, strip accents, split punctuation,
     then greedy longest-match WordPiece with ``##`` continuations."""
 
-    def __init__(self, vocab: list[str]) -> None:
+    def __init__(self, vocab: list[str], lowercase: bool = True) -> None:
+        """``lowercase=False`` for a cased model's vocabulary (no lower-casing, accents kept)."""
         self.vocab = vocab  # id -> token
+        self.lowercase = lowercase
         self.ids = {tok: i for i, tok in enumerate(vocab)}
         self.unk = self.ids["[UNK]"]
         self.cls = self.ids["[CLS]"]
@@ -53,8 +55,10 @@ class WordPiece:
                 chars.append(f" {ch} ")
             else:
                 chars.append(ch)
-        text = unicodedata.normalize("NFD", "".join(chars).lower())
-        text = "".join(ch for ch in text if unicodedata.category(ch) != "Mn")
+        text = "".join(chars)
+        if self.lowercase:
+            text = unicodedata.normalize("NFD", text.lower())
+            text = "".join(ch for ch in text if unicodedata.category(ch) != "Mn")
         out: list[str] = []
         for word in text.split():
             current = ""
