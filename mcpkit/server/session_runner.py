@@ -91,6 +91,9 @@ class SessionRunner:
         HTTP) instead of starting them in the nursery."""
         for action in actions:
             if isinstance(action, Run):
+                if self.serving == 0:
+                    self._idle = trio.Event()
+                self.serving += 1  # counted from now, so idle() never misses a request about to start
                 if inline:
                     await self.serve(action)
                 else:
@@ -145,11 +148,9 @@ class SessionRunner:
 
     # -- one request ------------------------------------------------------------------------------
     async def serve(self, run: Run) -> None:
-        """Serve one request and send its answer (or, in a batch, hand it to the batch)."""
+        """Serve one request (counted in ``serving`` by :meth:`execute`) and send its answer (or,
+        in a batch, hand it to the batch)."""
         req = run.request
-        if self.serving == 0:
-            self._idle = trio.Event()
-        self.serving += 1
         try:
             channel = self.outlet.channel(run)
             answer: Answer | None = None
