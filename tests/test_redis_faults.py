@@ -143,6 +143,25 @@ def test_redis_refusing_commands_is_a_503_and_the_server_lives_on(fault: str, re
         server.__exit__(None, None, None)
 
 
+def test_a_task_whose_record_is_refused_fails_its_call_and_lets_the_server_stop(redis: RedisServer,
+                                                                                env: dict[str, str]) -> None:
+    server = serve(redis.url, env)
+    try:
+        _oom(redis)
+        meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+        crunch = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                  "params": {"name": "crunch", "arguments": {"seconds": 3}, "_meta": meta}}
+        _assert_busy(server.call("POST", "/mcp", crunch, modern_headers("tools/call", "crunch")), redis.url)
+        redis.command("CONFIG", "SET", "maxmemory", "0")
+        started = time.monotonic()
+        assert server.stop() == 0
+        assert time.monotonic() - started < 10, "shutdown did not wait for a task that was never stored"
+        assert "Traceback" not in server.stderr.decode(errors="replace")
+    finally:
+        server.__exit__(None, None, None)
+
+
 # -- Redis restarted empty, or emptied ------------------------------------------------------------------
 def _open_stream(server: HttpServer, sid: str) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=12)

@@ -214,8 +214,9 @@ class TaskManager:
         try:
             with trio.CancelScope(shield=True):
                 await self.store.create(run.record)
-        except Exception:
+        except Exception:  # the store refused it (shared state away): the call fails, no task exists
             run.scope.cancel()
+            run.escalating = False  # so _execute does not wait for a record that will never be
             self.running.pop(run.record.task_id, None)
             raise
         run.created.set()
