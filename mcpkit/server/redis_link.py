@@ -67,6 +67,16 @@ class _Budget:
 _budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("mcpkit_state_budget", default=None)
 
 
+class _OnlyWhenDebugging(logging.Filter):
+    """coredis logs a failed connection attempt with a whole traceback, every time; the link
+    says once per outage what failed, so coredis's own records show only at debug level."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return log.isEnabledFor(logging.DEBUG)
+
+
+_CLIENT_LOG_FILTER = _OnlyWhenDebugging()
+
 _tag: tuple[int, str] = (0, "")
 
 
@@ -102,6 +112,7 @@ class RedisLink:
         self.prefix = prefix
         self.timeout = timeout
         self.client = coredis.Redis.from_url(url, connect_timeout=timeout, stream_timeout=timeout)
+        logging.getLogger("coredis").addFilter(_CLIENT_LOG_FILTER)
         self.handlers: dict[str, list[Handler]] = {}
         #: run after the bus is back from an outage, to make good what it missed
         self.resubscribed: list[Callable[[], Awaitable[None]]] = []
@@ -257,8 +268,8 @@ class RedisLink:
                         if message and message.get("type") == "message":
                             self._dispatch(message["data"])
             except (OSError, BaseExceptionGroup, Exception) as exc:  # noqa: B014 - coredis raises plain Exceptions
-                if isinstance(exc, trio.Cancelled):
-                    raise
+                if isinstance(exc, BaseExceptionGroup) and exc.subgroup(trio.Cancelled) is not None:
+                    raise  # shutting down, not an outage
                 self._failed(exc)
             await trio.sleep(delay)
             delay = min(delay * 2, 5.0)
