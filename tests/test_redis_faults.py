@@ -291,3 +291,20 @@ def test_the_server_starts_without_redis_and_uses_it_once_it_is_there(tmp_path: 
         server.__exit__(None, None, None)
         if redis is not None:
             redis.stop()
+
+
+def test_the_server_starts_when_redis_hangs_and_says_so_in_one_line(redis: RedisServer, env: dict[str, str]) -> None:
+    assert redis.proc is not None
+    os.kill(redis.proc.pid, signal.SIGSTOP)  # it accepts connections and never answers
+    try:
+        server = serve(redis.url, env, state_timeout_s="1")
+    finally:
+        os.kill(redis.proc.pid, signal.SIGCONT)
+    try:
+        assert wait_until(lambda: server.rpc("initialize", INIT)[0] == 200, 10)
+        log = server.stderr.decode(errors="replace")
+        assert "Traceback" not in log, log
+        lines = [line for line in log.splitlines() if "mcpkit.http.access" not in line and "serving MCP" not in line]
+        assert len(lines) == 2 and "cannot be reached at start-up" in lines[0] and "reachable again" in lines[1], lines
+    finally:
+        server.__exit__(None, None, None)
