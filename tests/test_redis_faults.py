@@ -143,17 +143,24 @@ def test_redis_refusing_commands_is_a_503_and_the_server_lives_on(fault: str, re
         server.__exit__(None, None, None)
 
 
-def test_a_task_whose_record_is_refused_fails_its_call_and_lets_the_server_stop(redis: RedisServer,
+@pytest.mark.parametrize("seconds", [3.0, 0.2])
+def test_a_task_whose_record_is_refused_fails_its_call_and_lets_the_server_stop(seconds: float, redis: RedisServer,
                                                                                 env: dict[str, str]) -> None:
-    server = serve(redis.url, env)
+    """The tool outlives the refusal (3 s), or ends while the record is still being written
+    (0.2 s: writes are paused, so the write times out after the tool is done)."""
+    server = serve(redis.url, env, state_timeout_s="1")
     try:
-        _oom(redis)
+        if seconds > 1:
+            _oom(redis)
+        else:
+            redis.command("CLIENT", "PAUSE", "3000", "WRITE")  # reads go on: the task limits are checked
         meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                 "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
         crunch = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                  "params": {"name": "crunch", "arguments": {"seconds": 3}, "_meta": meta}}
+                  "params": {"name": "crunch", "arguments": {"seconds": seconds}, "_meta": meta}}
         _assert_busy(server.call("POST", "/mcp", crunch, modern_headers("tools/call", "crunch")), redis.url)
         redis.command("CONFIG", "SET", "maxmemory", "0")
+        redis.command("CLIENT", "UNPAUSE")
         started = time.monotonic()
         assert server.stop() == 0
         assert time.monotonic() - started < 10, "shutdown did not wait for a task that was never stored"

@@ -58,7 +58,8 @@ class TaskRun:
         self.record = record
         self.scope = trio.CancelScope()
         self.decided = trio.Event()  # the request may answer now
-        self.created = trio.Event()  # the record is durable
+        self.created = trio.Event()  # the record is durable, or the store refused it (``refused``)
+        self.refused: Exception | None = None  # why the store would not take it: there is no task
         self.escalating = False
         self.outcome: Any = None  # before escalation: the sync result, or the exception to raise
         self.answers: dict[str, Any] = {}
@@ -208,16 +209,19 @@ class TaskManager:
         """Make the run a task: durable in the store before anyone is told its id."""
         if run.escalating:
             await run.created.wait()
+            if run.refused is not None:
+                raise run.refused
             return
         run.escalating = True
         run.decided.set()
         try:
             with trio.CancelScope(shield=True):
                 await self.store.create(run.record)
-        except Exception:  # the store refused it (shared state away): the call fails, no task exists
+        except Exception as exc:  # the store refused it (shared state away): the call fails, no task exists
+            run.refused = exc
             run.scope.cancel()
-            run.escalating = False  # so _execute does not wait for a record that will never be
             self.running.pop(run.record.task_id, None)
+            run.created.set()  # whoever waits for the record: there will be none
             raise
         run.created.set()
         self._notify(run)
@@ -246,6 +250,8 @@ class TaskManager:
             return
         with trio.CancelScope(shield=True):
             await run.created.wait()
+            if run.refused is not None:
+                return  # never a task: its call was answered with the store's error
             if outcome is None:
                 self._finish(run, "cancelled", message="Cancelled at the client's request")
             elif isinstance(outcome, ProtocolError):
