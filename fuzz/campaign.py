@@ -1,13 +1,15 @@
 """A bounded fuzz and abuse campaign against real `mcpkit serve` processes (`make fuzz`).
 
-    .venv/bin/python fuzz/campaign.py [--seconds 60] [--transports stdio,http] [--seed 1] [--out report.json]
+    .venv/bin/python fuzz/campaign.py [--seconds 60] [--transports stdio,http,redis] [--seed 1] [--out report.json]
 
 Each transport gets its own server, with the conformance fixture, codesearch, openapi and a
 misbehaving test plugin loaded. For the given time per transport the campaign sends hostile
 and careless traffic (fuzz/generate.py) and counts what must never happen: crashes (the
 process exits), hangs (a liveness probe or a request unanswered for 10 s), 5xx answers
 (a 503 with Retry-After excepted), non-JSON lines on stdout, JSON-RPC answers that are not
-well formed. It also reports -32603 answers, tracebacks on stderr, and the server's RSS and
+well formed. The redis leg (fuzz/drive_redis.py) serves over HTTP with shared state on a real
+redis-server that it drives through refusals (OOM, READONLY, MISCONF), SIGSTOP and empty
+restarts meanwhile, and also counts answers that leak internals. It also reports -32603 answers, tracebacks on stderr, and the server's RSS and
 open fds after a warm-up and at the end. Exit status 1 when anything that must never happen
 did, or memory grew by more than --max-rss-growth-mib.
 """
@@ -26,7 +28,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Tally  # noqa: E402
 from drive_http import run_http  # noqa: E402
+from drive_redis import run_redis  # noqa: E402
 from drive_stdio import run_stdio  # noqa: E402
+
+LEGS = {"stdio": run_stdio, "http": run_http, "redis": run_redis}
 
 
 def report(tallies: list[Tally], seconds: float, seed: int) -> str:
@@ -39,6 +44,7 @@ def report(tallies: list[Tally], seconds: float, seed: int) -> str:
         ("malformed JSON-RPC", lambda t: t.malformed),
         ("-32603 answers", lambda t: t.internal),
         ("tracebacks on stderr", lambda t: t.tracebacks),
+        ("answers leaking internals", lambda t: t.leaks),
         ("RSS after warm-up (MiB)", lambda t: f"{t.usage_start[0] / 1024:.1f}"),
         ("RSS at the end (MiB)", lambda t: f"{t.usage_end[0] / 1024:.1f}"),
         ("open fds after warm-up / end", lambda t: f"{t.usage_start[1]} / {t.usage_end[1]}"),
@@ -51,6 +57,8 @@ def report(tallies: list[Tally], seconds: float, seed: int) -> str:
     for t in tallies:
         if t.statuses:
             out.append(f"{t.transport} statuses: " + ", ".join(f"{k}: {v}" for k, v in sorted(t.statuses.items())))
+        if t.faults:
+            out.append(f"{t.transport} faults driven: " + ", ".join(f"{k} x{v}" for k, v in t.faults.items()))
         for example in t.examples:
             out.append(f"  {t.transport}: {example}")
     return "\n".join(out)
@@ -59,7 +67,7 @@ def report(tallies: list[Tally], seconds: float, seed: int) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60.0, help="time per transport")
-    parser.add_argument("--transports", default="stdio,http")
+    parser.add_argument("--transports", default="stdio,http,redis", help="legs to run, of " + ", ".join(LEGS))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write the tallies as JSON here")
     parser.add_argument("--max-rss-growth-mib", type=float, default=64.0)
@@ -69,7 +77,7 @@ def main() -> int:
         work = Path(tmp)
         for transport in args.transports.split(","):
             started = time.monotonic()
-            run = run_stdio if transport == "stdio" else run_http
+            run = LEGS[transport]
             tally = run(args.seconds, args.seed, work / transport)
             print(f"{transport}: {tally.sent} sent in {time.monotonic() - started:.0f} s", file=sys.stderr)
             tallies.append(tally)

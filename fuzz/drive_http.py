@@ -39,15 +39,16 @@ RAW_HTTP = [
 
 
 class Server:
-    def __init__(self, env: dict[str, str], log: Path, tally: Tally) -> None:
+    def __init__(self, env: dict[str, str], log: Path, tally: Tally, args: list[str] | None = None) -> None:
         self.env, self.log, self.tally = env, log, tally
+        self.args = PLUGINS if args is None else args  # what `mcpkit serve` gets besides transport and port
         self.lock = threading.Lock()
         self.start()
 
     def start(self) -> None:
         mark = self.log.stat().st_size if self.log.exists() else 0
         err = self.log.open("ab")
-        self.proc = subprocess.Popen([str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", "0", *PLUGINS],
+        self.proc = subprocess.Popen([str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", "0", *self.args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=self.env,
                                      cwd=self.log.parent)
         deadline = time.monotonic() + 30
@@ -181,7 +182,8 @@ class Worker:
             with socket.create_connection(("127.0.0.1", self.server.port), timeout=5) as sock:
                 sock.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n" + headers + b"\r\n")
                 head = sock.recv(4096)
-                if head.startswith(b"HTTP/1.1 5"):
+                busy = head.startswith(b"HTTP/1.1 503") and b"\r\nretry-after:" in head.lower()  # as record() rules
+                if head.startswith(b"HTTP/1.1 5") and not busy:
                     self.tally.server_errors += 1
                     self.tally.note(f"5xx on GET {path}: {head[:200]!r}")
                 if path == "/sse" and b"session_id=" in head:
