@@ -184,8 +184,9 @@ class RedisLink:
             self._failed(exc, at_start)
             raise StateUnavailable(self.display) from None
         except BaseExceptionGroup as group:  # from coredis's task groups
-            if group.subgroup(trio.Cancelled) is not None:
-                raise  # the caller is cancelled: not Redis's failure
+            cancelled = group.subgroup(trio.Cancelled)
+            if cancelled is not None:
+                raise cancelled from None  # the caller is cancelled: not Redis's failure
             reply = group.subgroup(ResponseError)
             if reply is not None:
                 self._refused(reply.exceptions[0])
@@ -268,8 +269,9 @@ class RedisLink:
                         if message and message.get("type") == "message":
                             self._dispatch(message["data"])
             except (OSError, BaseExceptionGroup, Exception) as exc:  # noqa: B014 - coredis raises plain Exceptions
-                if isinstance(exc, BaseExceptionGroup) and exc.subgroup(trio.Cancelled) is not None:
-                    raise  # shutting down, not an outage
+                cancelled = exc.subgroup(trio.Cancelled) if isinstance(exc, BaseExceptionGroup) else None
+                if cancelled is not None:
+                    raise cancelled from None  # shutting down, not an outage
                 self._failed(exc)
             await trio.sleep(delay)
             delay = min(delay * 2, 5.0)
