@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from common import BIN, INIT, PLUGINS, PROBE_TIMEOUT, Tally, proc_usage, server_env, well_formed
 from generate import HANDSHAKE, STATELESS, JUNK_VALUES, Corpus, hostile_frame
@@ -233,12 +233,19 @@ def run_http(seconds: float, seed: int, work: Path, workers: int = 4) -> Tally:
     tally = Tally("http")
     work.mkdir(parents=True, exist_ok=True)
     server = Server(server_env(work), work / "http-stderr.log", tally)
+    return drive(server, tally, seconds, seed, workers)
+
+
+def drive(server: Server, tally: Tally, seconds: float, seed: int, workers: int = 4, worker_class: type[Worker] = Worker,
+          beside: tuple[Callable[[float], None], ...] = ()) -> Tally:
+    """``workers`` clients and the /healthz prober against ``server`` for ``seconds`` (and each
+    of ``beside``, given the time to stop at); then SIGTERM, and the tracebacks in its log."""
     corpus = _discover(server, random.Random(seed))
     stop = time.monotonic() + seconds
     warm = time.monotonic() + min(5.0, seconds / 10)
 
     def work_loop(n: int) -> None:
-        worker = Worker(server, tally, random.Random(seed * 100 + n), corpus)
+        worker = worker_class(server, tally, random.Random(seed * 100 + n), corpus)
         while time.monotonic() < stop:
             try:
                 worker.step()
@@ -265,6 +272,7 @@ def run_http(seconds: float, seed: int, work: Path, workers: int = 4) -> Tally:
             time.sleep(0.5)
 
     threads = [threading.Thread(target=work_loop, args=(n,)) for n in range(workers)] + [threading.Thread(target=probe)]
+    threads += [threading.Thread(target=also, args=(stop,)) for also in beside]
     for t in threads:
         t.start()
     for t in threads:
@@ -280,7 +288,7 @@ def run_http(seconds: float, seed: int, work: Path, workers: int = 4) -> Tally:
         server.proc.kill()
         tally.hangs += 1
         tally.note("hang: no exit within 20 s of SIGTERM")
-    tally.tracebacks = (work / "http-stderr.log").read_bytes().count(b"Traceback")
+    tally.tracebacks = server.log.read_bytes().count(b"Traceback")
     return tally
 
 

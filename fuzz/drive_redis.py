@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from common import ROOT, Tally, proc_usage, server_env
-from drive_http import ACCEPT, Server, Worker, _discover
+from common import ROOT, Tally, server_env
+from drive_http import ACCEPT, Server, Worker, drive
 from generate import STATELESS
 
 #: what no answer may contain (case-sensitive: hostile arguments echoed back are not these)
@@ -164,38 +162,8 @@ def run_redis(seconds: float, seed: int, work: Path, workers: int = 4) -> Tally:
     server = Server(env, work / "redis-stderr.log", tally, ["--state", redis.url, *plugins])
     faults = Faults(redis, max(0.5, min(3.0, seconds / 12)))
     try:
-        corpus = _discover(server, random.Random(seed))
-        stop = time.monotonic() + seconds
-
-        def work_loop(n: int) -> None:
-            worker = RedisWorker(server, tally, random.Random(seed * 100 + n), corpus)
-            while time.monotonic() < stop:
-                try:
-                    worker.step()
-                except (UnicodeError, ValueError):  # the client library refused what we made up
-                    worker.close()
-                    tally.driver_errors += 1
-            worker.close()
-
-        threads = [threading.Thread(target=work_loop, args=(n,)) for n in range(workers)]
-        threads.append(threading.Thread(target=faults.run, args=(stop,)))
-        for t in threads:
-            t.start()
-        tally.usage_start = proc_usage(server.proc.pid)
-        for t in threads:
-            t.join()
-        time.sleep(1)
-        server.check_alive()
-        tally.usage_end = proc_usage(server.proc.pid)
+        drive(server, tally, seconds, seed, workers, RedisWorker, (faults.run,))
         tally.faults = dict(faults.seen)
-        server.proc.terminate()
-        try:
-            if server.proc.wait(20) != 0:
-                tally.note(f"exit status {server.proc.returncode} after SIGTERM")
-        except Exception:
-            server.proc.kill()
-            tally.hangs += 1
-            tally.note("hang: no exit within 20 s of SIGTERM")
     finally:
         if server.proc.poll() is None:
             server.proc.kill()
@@ -203,5 +171,4 @@ def run_redis(seconds: float, seed: int, work: Path, workers: int = 4) -> Tally:
             os.kill(redis.proc.pid, signal.SIGCONT)
             redis.command("CONFIG", "SET", "save", "")
         redis.stop()
-    tally.tracebacks = (work / "redis-stderr.log").read_bytes().count(b"Traceback")
     return tally
