@@ -84,7 +84,7 @@ bench-scaleout: install fixtures test-tools
 # `make test`). FUZZ_SECONDS and FUZZ_SEED change it; the report goes to .fuzz-report.json too.
 FUZZ_SECONDS ?= 180
 FUZZ_SEED ?= 1
-fuzz: install fixtures
+fuzz: install fixtures test-tools
 	$(PY) fuzz/campaign.py --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --out .fuzz-report.json
 
 clean:

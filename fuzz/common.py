@@ -39,6 +39,8 @@ class Tally:
         self.usage_start: tuple[int, int] = (0, 0)
         self.usage_end: tuple[int, int] = (0, 0)
         self.tracebacks = 0
+        self.leaks = 0  # answers showing internals (Redis's words, our scripts, a traceback)
+        self.faults: dict[str, int] = {}  # backend faults driven meanwhile (the redis leg), by kind
         self.driver_errors = 0  # frames the campaign's own HTTP client refused to send
         self.examples: list[str] = []
 
@@ -47,7 +49,7 @@ class Tally:
             self.examples.append(what[:300])
 
     def failed(self) -> bool:
-        return bool(self.crashes or self.hangs or self.server_errors or self.non_json or self.malformed)
+        return bool(self.crashes or self.hangs or self.server_errors or self.non_json or self.malformed or self.leaks)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items()}

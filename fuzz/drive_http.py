@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from common import BIN, INIT, PLUGINS, PROBE_TIMEOUT, Tally, proc_usage, server_env, well_formed
 from generate import HANDSHAKE, STATELESS, JUNK_VALUES, Corpus, hostile_frame
@@ -41,15 +41,16 @@ RAW_HTTP = [
 
 
 class Server:
-    def __init__(self, env: dict[str, str], log: Path, tally: Tally) -> None:
+    def __init__(self, env: dict[str, str], log: Path, tally: Tally, args: list[str] | None = None) -> None:
         self.env, self.log, self.tally = env, log, tally
+        self.args = PLUGINS if args is None else args  # what `mcpkit serve` gets besides transport and port
         self.lock = threading.Lock()
         self.start()
 
     def start(self) -> None:
         mark = self.log.stat().st_size if self.log.exists() else 0
         err = self.log.open("ab")
-        self.proc = subprocess.Popen([str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", "0", *PLUGINS],
+        self.proc = subprocess.Popen([str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", "0", *self.args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=self.env,
                                      cwd=self.log.parent)
         deadline = time.monotonic() + 30
@@ -183,7 +184,8 @@ class Worker:
             with socket.create_connection(("127.0.0.1", self.server.port), timeout=5) as sock:
                 sock.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n" + headers + b"\r\n")
                 head = sock.recv(4096)
-                if head.startswith(b"HTTP/1.1 5"):
+                busy = head.startswith(b"HTTP/1.1 503") and b"\r\nretry-after:" in head.lower()  # as record() rules
+                if head.startswith(b"HTTP/1.1 5") and not busy:
                     self.tally.server_errors += 1
                     self.tally.note(f"5xx on GET {path}: {head[:200]!r}")
                 if path == "/sse" and b"session_id=" in head:
@@ -233,12 +235,19 @@ def run_http(seconds: float, seed: int, work: Path, workers: int = 4) -> Tally:
     tally = Tally("http")
     work.mkdir(parents=True, exist_ok=True)
     server = Server(server_env(work), work / "http-stderr.log", tally)
+    return drive(server, tally, seconds, seed, workers)
+
+
+def drive(server: Server, tally: Tally, seconds: float, seed: int, workers: int = 4, worker_class: type[Worker] = Worker,
+          beside: tuple[Callable[[float], None], ...] = ()) -> Tally:
+    """``workers`` clients and the /healthz prober against ``server`` for ``seconds`` (and each
+    of ``beside``, given the time to stop at); then SIGTERM, and the tracebacks in its log."""
     corpus = _discover(server, random.Random(seed))
     stop = time.monotonic() + seconds
     warm = time.monotonic() + min(5.0, seconds / 10)
 
     def work_loop(n: int) -> None:
-        worker = Worker(server, tally, random.Random(seed * 100 + n), corpus)
+        worker = worker_class(server, tally, random.Random(seed * 100 + n), corpus)
         while time.monotonic() < stop:
             try:
                 worker.step()
@@ -265,6 +274,7 @@ def run_http(seconds: float, seed: int, work: Path, workers: int = 4) -> Tally:
             time.sleep(0.5)
 
     threads = [threading.Thread(target=work_loop, args=(n,)) for n in range(workers)] + [threading.Thread(target=probe)]
+    threads += [threading.Thread(target=also, args=(stop,)) for also in beside]
     for t in threads:
         t.start()
     for t in threads:
@@ -280,7 +290,7 @@ def run_http(seconds: float, seed: int, work: Path, workers: int = 4) -> Tally:
         server.proc.kill()
         tally.hangs += 1
         tally.note("hang: no exit within 20 s of SIGTERM")
-    tally.tracebacks = (work / "http-stderr.log").read_bytes().count(b"Traceback")
+    tally.tracebacks = server.log.read_bytes().count(b"Traceback")
     return tally
 
 

@@ -40,20 +40,22 @@ def need(program: str) -> str:
 
 class RedisServer:
     """A real redis-server in ``folder``; it keeps its data across stop()/start() (append-only
-    file), like a production one would."""
+    file), like a production one would — or, with ``persist=False``, starts empty each time."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, persist: bool = True, port: int | None = None) -> None:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.persist = persist
+        self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
         self.start()
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [need("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-             "--appendfsync", "always", "--dir", str(self.folder), "--protected-mode", "no"],
+            [need("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always", "--dir", str(self.folder),
+             "--protected-mode", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)
 

@@ -3,20 +3,28 @@
 One coredis client (it runs on trio through anyio: no threads, no asyncio bridge), every
 command under a deadline, every failure turned into :class:`StateUnavailable` — a JSON-RPC
 ``-32000`` the HTTP layer answers with 503 and ``Retry-After`` — with one log line naming the
-URL per outage. A bus (one pub/sub channel) carries what processes tell each other; the
-subscriber reconnects by itself, and what it misses while Redis is away is made good by
-polling where it matters (event streams, task signals).
+URL per outage. A failure is Redis out of reach (refused connection, timeout) or Redis
+refusing the command (an error reply: OOM under ``maxmemory``, READONLY on a replica, MISCONF
+when it cannot save, ...); clients get the same 503 for both and never Redis's own text.
+
+A request's commands share one deadline (:meth:`RedisLink.request_budget`): a request waits
+for Redis at most ``timeout`` in all, however many commands it runs. A bus (one pub/sub
+channel) carries what processes tell each other; the subscriber reconnects by itself, and what
+it misses while Redis is away is made good by polling where it matters (event streams, task
+signals, sessions that Redis lost).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
+import re
 import secrets
 import time
 import urllib.parse
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, TypeVar
 
 import msgspec
 import trio
@@ -29,13 +37,45 @@ T = TypeVar("T")
 Handler = Callable[[dict[str, Any]], None]
 
 
-class StateUnavailable(ProtocolError):
-    """Shared state could not be reached: the request is refused, to be retried shortly."""
+UNREACHABLE = "cannot be reached"
+REFUSING = "is refusing commands"
+#: after this long without an error reply (and with commands succeeding) Redis counts as
+#: accepting commands again: reads may succeed while writes are refused, so one success says little
+REFUSAL_QUIET_S = 5.0
 
-    def __init__(self, url: str) -> None:
-        super().__init__(jsonrpc.SERVER_BUSY, f"Service Unavailable: shared state ({url}) cannot be reached; retry shortly",
+
+class StateUnavailable(ProtocolError):
+    """Shared state failed the request (out of reach, or refusing commands): the request is
+    refused, to be retried shortly. The message names the URL (without password), never what
+    Redis said."""
+
+    def __init__(self, url: str, problem: str = UNREACHABLE) -> None:
+        super().__init__(jsonrpc.SERVER_BUSY, f"Service Unavailable: shared state ({url}) {problem}; retry shortly",
                          {"retryAfter": 1})
 
+
+class _Budget:
+    """How long one request may still wait for Redis (a trio clock deadline)."""
+
+    __slots__ = ("deadline",)
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+
+
+#: the budget of the request the current task works for (tasks it starts share it)
+_budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("mcpkit_state_budget", default=None)
+
+
+class _OnlyWhenDebugging(logging.Filter):
+    """coredis logs a failed connection attempt with a whole traceback, every time; the link
+    says once per outage what failed, so coredis's own records show only at debug level."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return log.isEnabledFor(logging.DEBUG)
+
+
+_CLIENT_LOG_FILTER = _OnlyWhenDebugging()
 
 _tag: tuple[int, str] = (0, "")
 
@@ -72,12 +112,15 @@ class RedisLink:
         self.prefix = prefix
         self.timeout = timeout
         self.client = coredis.Redis.from_url(url, connect_timeout=timeout, stream_timeout=timeout)
+        logging.getLogger("coredis").addFilter(_CLIENT_LOG_FILTER)
         self.handlers: dict[str, list[Handler]] = {}
         #: run after the bus is back from an outage, to make good what it missed
         self.resubscribed: list[Callable[[], Awaitable[None]]] = []
         self._channel = f"{prefix}:bus"
         self._down_since: float | None = None
-        self.ok = False
+        self._refusing_since: float | None = None  # since when Redis answers commands with errors
+        self._refused_at = 0.0  # its latest error reply
+        self.ok = False  # the latest command reached Redis
 
     @property
     def tag(self) -> str:
@@ -91,7 +134,7 @@ class RedisLink:
     async def running(self) -> AsyncIterator["RedisLink"]:
         async with self.client:
             try:
-                await self.call(lambda r: r.ping())
+                await self.call(lambda r: r.ping(), at_start=True)
             except StateUnavailable:
                 pass  # logged; the server starts all the same and recovers when Redis is back
             async with trio.open_nursery() as nursery:
@@ -101,34 +144,102 @@ class RedisLink:
                 finally:
                     nursery.cancel_scope.cancel()
 
-    async def call(self, command: Callable[[Any], Awaitable[T]]) -> T:
-        """Run ``command(client)`` under the deadline; StateUnavailable if Redis is not there."""
+    @contextlib.contextmanager
+    def request_budget(self) -> Iterator[None]:
+        """Hold one deadline for every command of the request the current task serves (and of
+        the tasks it starts): ``timeout`` from now, not ``timeout`` per command."""
+        token = _budget.set(_Budget(trio.current_time() + self.timeout))
         try:
-            with trio.fail_after(self.timeout):
+            yield
+        finally:
+            _budget.reset(token)
+
+    def _deadline(self) -> float:
+        """When the next command must be done: ``timeout`` from now, or sooner if the request
+        it serves has used its budget. A request that outlives its budget (a long stream, a
+        slow tool) gets a new one while Redis answers; while it does not, it waits no more."""
+        now = trio.current_time()
+        budget = _budget.get()
+        if budget is None:
+            return now + self.timeout
+        if budget.deadline <= now and self.ok:
+            budget.deadline = now + self.timeout
+        return min(now + self.timeout, budget.deadline)
+
+    async def call(self, command: Callable[[Any], Awaitable[T]], *, at_start: bool = False) -> T:
+        """Run ``command(client)`` within the request's deadline; StateUnavailable if Redis is
+        out of reach or refuses the command (logged once per outage, never shown to clients)."""
+        from coredis.exceptions import RedisError, ResponseError
+
+        deadline = self._deadline()
+        if deadline <= trio.current_time():
+            raise StateUnavailable(self.display)  # this request has waited its share already
+        try:
+            with trio.fail_at(deadline):
                 result = await command(self.client)
-        except (trio.TooSlowError, OSError, BaseExceptionGroup) as exc:
-            self._failed(exc)
+        except ResponseError as exc:  # an error reply: Redis is there, and says no
+            self._refused(exc)
+            raise StateUnavailable(self.display, REFUSING) from None
+        except (trio.TooSlowError, OSError, RedisError) as exc:
+            self._failed(exc, at_start)
+            raise StateUnavailable(self.display) from None
+        except BaseExceptionGroup as group:  # from coredis's task groups
+            cancelled = group.subgroup(trio.Cancelled)
+            if cancelled is not None:
+                raise cancelled from None  # the caller is cancelled: not Redis's failure
+            reply = group.subgroup(ResponseError)
+            if reply is not None:
+                self._refused(reply.exceptions[0])
+                raise StateUnavailable(self.display, REFUSING) from None
+            self._failed(group, at_start)
             raise StateUnavailable(self.display) from None
         except Exception as exc:
-            if type(exc).__module__.startswith("coredis") and "Response" not in type(exc).__name__:
-                self._failed(exc)
-                raise StateUnavailable(self.display) from None
-            raise
+            if not type(exc).__module__.startswith(("coredis", "anyio", "trio")):
+                raise  # our own mistake: a traceback, not an outage
+            self._failed(exc, at_start)
+            raise StateUnavailable(self.display) from None
         self._recovered()
         return result
 
-    def _failed(self, exc: BaseException) -> None:
+    def _failed(self, exc: BaseException, at_start: bool = False) -> None:
         self.ok = False
         if self._down_since is None:
             self._down_since = time.monotonic()
-            log.error("shared state %s cannot be reached (%s); requests that need it get 503 until it is back",
-                      self.display, type(exc).__name__)
+            if at_start:
+                log.error("shared state %s cannot be reached at start-up (%s); serving without it, requests that need it "
+                          "get 503 until it is back: start Redis there, or drop --state (MCPKIT_STATE, state in the "
+                          "config file) to keep state in this process", self.display, _kind(exc))
+            else:
+                log.error("shared state %s cannot be reached (%s); requests that need it get 503 until it is back",
+                          self.display, _kind(exc))
 
-    def _recovered(self) -> None:
+    def _refused(self, exc: BaseException) -> None:
+        self._reached()  # it answered
+        now = time.monotonic()
+        if self._refusing_since is None:
+            self._refusing_since = now
+            log.error("shared state %s is refusing commands (%s: %s); requests that need it get 503 until it accepts them",
+                      self.display, type(exc).__name__, reply_text(exc))
+        self._refused_at = now
+
+    def _reached(self) -> None:
         self.ok = True
         if self._down_since is not None:
             log.warning("shared state %s is reachable again after %.1f s", self.display, time.monotonic() - self._down_since)
             self._down_since = None
+
+    def _recovered(self) -> None:
+        """A command succeeded."""
+        self._reached()
+        now = time.monotonic()
+        if self._refusing_since is not None and now - self._refused_at > REFUSAL_QUIET_S:
+            log.warning("shared state %s accepts commands again after %.1f s", self.display, now - self._refusing_since)
+            self._refusing_since = None
+
+    @property
+    def refusing(self) -> bool:
+        """Redis answered a command with an error lately (and has not been quiet since)."""
+        return self._refusing_since is not None and time.monotonic() - self._refused_at <= REFUSAL_QUIET_S
 
     # -- the bus ------------------------------------------------------------------------------------
     def on(self, kind: str, handler: Handler) -> None:
@@ -144,8 +255,12 @@ class RedisLink:
         first = True
         while True:
             try:
-                async with self.client.pubsub(channels=[self._channel], ignore_subscribe_messages=True) as sub:
+                # no retries inside coredis: a lost connection must reach this loop, which makes
+                # good what was missed (and what Redis lost, if it restarted empty) once it is back
+                async with self.client.pubsub(channels=[self._channel], ignore_subscribe_messages=True,
+                                              retry_policy=None) as sub:
                     delay = 0.2
+                    self._reached()
                     if not first:
                         for catch_up in self.resubscribed:
                             await catch_up()
@@ -154,8 +269,9 @@ class RedisLink:
                         if message and message.get("type") == "message":
                             self._dispatch(message["data"])
             except (OSError, BaseExceptionGroup, Exception) as exc:  # noqa: B014 - coredis raises plain Exceptions
-                if isinstance(exc, trio.Cancelled):
-                    raise
+                cancelled = exc.subgroup(trio.Cancelled) if isinstance(exc, BaseExceptionGroup) else None
+                if cancelled is not None:
+                    raise cancelled from None  # shutting down, not an outage
                 self._failed(exc)
             await trio.sleep(delay)
             delay = min(delay * 2, 5.0)
@@ -187,9 +303,27 @@ class RedisLink:
         try:
             await self.call(lambda r: r.ping())
         except StateUnavailable:
-            return {"backend": "redis", "url": self.display, "ok": False}
-        return {"backend": "redis", "url": self.display, "ok": True,
-                "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
+            return {"backend": "redis", "url": self.display, "ok": False, "problem": UNREACHABLE}
+        latency = round((time.perf_counter() - started) * 1000, 2)
+        if self.refusing:
+            return {"backend": "redis", "url": self.display, "ok": False, "problem": REFUSING, "latency_ms": latency}
+        return {"backend": "redis", "url": self.display, "ok": True, "latency_ms": latency}
+
+
+def _kind(exc: BaseException) -> str:
+    """The name of what went wrong, looking inside exception groups (coredis's task groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return type(exc).__name__
+
+
+def reply_text(exc: BaseException) -> str:
+    """What Redis said, for the log: without the pipeline command (it holds our data) or the
+    script hash coredis adds, and short."""
+    text = str(exc)
+    text = text.rpartition(" of pipeline caused error: ")[2]
+    text = re.split(r"\.? script: [0-9a-f]+", text)[0]
+    return text[:160]
 
 
 def _nx() -> Any:

@@ -103,7 +103,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     state: str = "memory"
     #: prefix of every Redis key and channel (several deployments can share one Redis)
     state_prefix: str = "mcpkit"
-    #: seconds one Redis command may take before the request gets 503
+    #: seconds a request may wait for Redis in all (every command gets what is left) before it gets 503
     state_timeout_s: float = 2.0
     # -- tasks (the io.modelcontextprotocol/tasks extension) --
     #: "sqlite" (durable, <data dir>/tasks.sqlite3, or task_store_path) or "memory"

@@ -58,7 +58,8 @@ class TaskRun:
         self.record = record
         self.scope = trio.CancelScope()
         self.decided = trio.Event()  # the request may answer now
-        self.created = trio.Event()  # the record is durable
+        self.created = trio.Event()  # the record is durable, or the store refused it (``refused``)
+        self.refused: Exception | None = None  # why the store would not take it: there is no task
         self.escalating = False
         self.outcome: Any = None  # before escalation: the sync result, or the exception to raise
         self.answers: dict[str, Any] = {}
@@ -86,7 +87,10 @@ class TaskManager:
         self.store = self._make_store()
         await self.store.open()
         try:
-            await self._fail_orphans()
+            try:
+                await self._fail_orphans()
+            except ProtocolError:  # shared state away at start (logged by the link): the sweep retries
+                pass
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._sweep)
@@ -205,15 +209,19 @@ class TaskManager:
         """Make the run a task: durable in the store before anyone is told its id."""
         if run.escalating:
             await run.created.wait()
+            if run.refused is not None:
+                raise run.refused
             return
         run.escalating = True
         run.decided.set()
         try:
             with trio.CancelScope(shield=True):
                 await self.store.create(run.record)
-        except Exception:
+        except Exception as exc:  # the store refused it (shared state away): the call fails, no task exists
+            run.refused = exc
             run.scope.cancel()
             self.running.pop(run.record.task_id, None)
+            run.created.set()  # whoever waits for the record: there will be none
             raise
         run.created.set()
         self._notify(run)
@@ -242,6 +250,8 @@ class TaskManager:
             return
         with trio.CancelScope(shield=True):
             await run.created.wait()
+            if run.refused is not None:
+                return  # never a task: its call was answered with the store's error
             if outcome is None:
                 self._finish(run, "cancelled", message="Cancelled at the client's request")
             elif isinstance(outcome, ProtocolError):

@@ -163,8 +163,11 @@ class HttpApp:
             extra += self.guard.cors_headers(origin)
         ex.extra = extra
         self.active += 1
+        # every Redis command this request runs (and the work it starts) shares one deadline
+        budget = self.app.shared.request_budget() if self.app.shared is not None else contextlib.nullcontext()
         try:
-            await self._route(ex, h, origin)
+            with budget:
+                await self._route(ex, h, origin)
         except BodyTooLarge:
             await ex.respond(413, self.too_large_body(ex.path))
         except StateUnavailable as exc:  # logged once per outage by the link

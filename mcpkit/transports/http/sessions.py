@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import logging
 import secrets
 import weakref
 from typing import TYPE_CHECKING, Any, Iterator
@@ -27,6 +28,7 @@ from .shared_sessions import SessionRecord, pos_key
 if TYPE_CHECKING:
     from .shared_sessions import SharedSessions
 
+log = logging.getLogger("mcpkit.http")
 Frame = tuple[str | None, bytes]  # (event id, JSON-RPC message)
 CLOSE = "close"  # frame id telling the live reader to end its HTTP response (SSE polling)
 
@@ -447,10 +449,30 @@ class SessionManager:
 
     async def expire_forever(self) -> None:
         """End sessions idle for longer than the TTL (shared: only forget them here — Redis
-        expires the records, and another process may be serving them)."""
+        expires the records, and another process may be serving them — and keep the records
+        of sessions in use here from expiring, forgetting any that Redis lost)."""
         while True:
             await trio.sleep(min(max(self.ttl / 4, 0.05), 30))
             cutoff = trio.current_time() - self.ttl
             for sid, session in list(self.sessions.items()):
                 if session.active == 0 and session.last_seen < cutoff:
                     self.drop(sid)
+            await self.keep_in_use()
+
+    async def keep_in_use(self) -> None:
+        """Shared: push back the expiry in Redis of the sessions in use here (streams open,
+        requests running), and forget those it no longer has — expired, or lost when Redis
+        restarted empty — which ends their streams: the clients reconnect, get 404, and
+        initialize again. Idle sessions are checked when next used (:meth:`get`)."""
+        sids = [sid for sid, session in self.sessions.items() if session.active]
+        if self.shared is None or not sids:
+            return
+        try:
+            lost = await self.shared.touch_many(sids)
+        except ProtocolError:
+            return  # Redis away or refusing: the next round tries again (the link logs it)
+        if lost:
+            log.warning("%d sessions served here are gone from shared state (Redis restarted empty, or was flushed); "
+                        "their streams end and their clients start new sessions", len(lost))
+        for sid in lost:
+            self.drop(sid)

@@ -165,6 +165,21 @@ class SharedSessions:
         pipe = await self.link.call(run)
         return bool(pipe.results[0])
 
+    async def touch_many(self, sids: list[str]) -> list[str]:
+        """Push back the idle expiry of sessions in use here, in one round trip; the ones Redis
+        no longer has (expired, deleted, or lost when Redis restarted without persistence)."""
+        from coredis import PureToken
+
+        async def run(r: Any) -> Any:
+            async with r.pipeline(transaction=False) as pipe:
+                for sid in sids:
+                    pipe.expire(self.k("sess", sid), self.ttl)
+                pipe.zadd(self.k("sessions"), {sid: time.time() + self.ttl for sid in sids}, condition=PureToken.XX)
+            return pipe
+
+        pipe = await self.link.call(run)
+        return [sid for sid, kept in zip(sids, pipe.results) if not kept]
+
     async def end(self, sid: str) -> bool:
         async def run(r: Any) -> Any:
             async with r.pipeline(transaction=True) as pipe:
@@ -250,9 +265,12 @@ class SharedSessions:
         return None if self.manager is None else self.manager.sessions.get(sid)
 
     async def _catch_up(self) -> None:
-        """After a bus outage: what the live readers here missed, from the streams in Redis."""
+        """After a bus outage: forget the sessions in use here that Redis lost meanwhile (a
+        restart without persistence: their streams end, their clients get 404 and initialize
+        again), then give the live readers here what they missed, from the streams in Redis."""
         if self.manager is None:
             return
+        await self.manager.keep_in_use()
         for session in list(self.manager.sessions.values()):
             for stream in list(session.streams.values()):
                 if stream.reader is None:
