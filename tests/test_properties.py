@@ -160,6 +160,9 @@ class _Recorder:
     async def send_batch(self, answers: list[jsonrpc.Answer], origin: Any) -> None:
         self.answers.append(jsonrpc.encode_batch([a.encode() for a in answers]))
 
+    def done(self) -> None:
+        return None
+
     async def elsewhere(self, action: Any) -> None:
         return None
 

@@ -72,13 +72,15 @@ def test_past_the_limit_requests_are_answered_busy_and_the_slot_frees_on_finish(
     assert isinstance(again, Run)
 
 
-def test_a_second_request_with_a_running_id_is_refused() -> None:
+def test_a_reused_id_still_runs_and_a_cancel_reaches_the_newest() -> None:
     core = session()
     (first,) = core.receive(frame(request(5)))
-    (dup,) = core.receive(frame(request(5)))
-    assert isinstance(dup, Send) and dup.answer.code == jsonrpc.INVALID_REQUEST and "still running" in dup.answer.error.message
+    (second,) = core.receive(frame(request(5)))
+    assert isinstance(second, Run) and core.load == 2 and core.running[5] is second.request
+    core.finished(second.request, jsonrpc.Answer(5, {}))
+    assert core.load == 1 and 5 not in core.running  # the first still runs, no longer cancellable by id
     core.finished(first.request, jsonrpc.Answer(5, {}))
-    assert isinstance(core.receive(frame(request(5)))[0], Run)
+    assert core.load == 0
 
 
 def test_a_batch_is_answered_once_as_one_array_with_refusals_in_it() -> None:

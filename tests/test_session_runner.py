@@ -74,6 +74,9 @@ class Recorder:
     async def send_batch(self, answers: list[jsonrpc.Answer], origin: Any) -> None:
         self.sent.append([json.loads(a.encode()) for a in answers])
 
+    def done(self) -> None:
+        return None
+
     async def elsewhere(self, action: Any) -> None:
         self.elsewhere_got.append(action)
 

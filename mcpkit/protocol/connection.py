@@ -131,6 +131,9 @@ class ServerConnection:
     subscriptions: set[str] = field(default_factory=set)
     #: the owner stamped on this connection's requests (see RequestReceived.owner)
     owner: str = "anonymous"
+    #: counts changes of the state above (initialized, log level, subscriptions), so a
+    #: transport that keeps it elsewhere knows when to write it
+    revision: int = 0
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     # -- incoming ------------------------------------------------------------------------------
@@ -198,8 +201,9 @@ class ServerConnection:
         method = msg.method
         assert isinstance(method, str)
         if method == "notifications/initialized":
-            if self.version is not None:
+            if self.version is not None and not self.initialized:
                 self.initialized = True
+                self.revision += 1
             return []
         if method == "notifications/cancelled":
             try:
@@ -259,13 +263,16 @@ class ServerConnection:
             raise ProtocolError(jsonrpc.INVALID_REQUEST, "Invalid Request: the server is not initialized; send initialize first")
         if method == "logging/setLevel":
             self.log_level = jsonrpc.decode_params(msg.params, SetLevelParams).level
+            self.revision += 1
             return Reply(Answer(rid, {}))
         if method in ("resources/subscribe", "resources/unsubscribe"):
             uri = jsonrpc.decode_params(msg.params, SubscribeParams).uri
             if method == "resources/subscribe":
                 self.subscriptions.add(uri)
+                self.revision += 1
             else:
                 self.subscriptions.discard(uri)
+                self.revision += 1
             return Reply(Answer(rid, {}))
         return RequestReceived(
             rid, method, msg.params, features(self.version), None,

@@ -124,7 +124,7 @@ class ServerSession:
     asked: set[RequestId] = field(default_factory=set)
     _batch_of: dict[int, _Batch] = field(default_factory=dict)
     _ask_ids: Any = field(default_factory=lambda: itertools.count(1))
-    _untracked: int = 0
+    _count: int = 0
 
     # -- what arrived ------------------------------------------------------------------------------
     def receive(self, data: bytes, *, stateless: bool | None = None, origin: Any = None,
@@ -141,11 +141,9 @@ class ServerSession:
 
     def finished(self, request: RequestReceived, answer: Answer | None) -> list[Action]:
         """``request`` is done: its answer, or None when it was cancelled (nothing is sent)."""
-        if self.track:
-            if self.running.get(request.id) is request:
-                del self.running[request.id]
-        else:
-            self._untracked -= 1
+        self._count -= 1
+        if self.track and self.running.get(request.id) is request:
+            del self.running[request.id]
         batch = self._batch_of.pop(id(request), None)
         if batch is None:
             return [Send(answer, request)] if answer is not None else []
@@ -178,7 +176,7 @@ class ServerSession:
     @property
     def load(self) -> int:
         """Requests running now."""
-        return len(self.running) + self._untracked
+        return self._count
 
     # -- the rules ------------------------------------------------------------------------------------
     def _act(self, events: list[Event], origin: Any) -> list[Action]:
@@ -228,15 +226,14 @@ class ServerSession:
 
     def _admit(self, req: RequestReceived) -> Answer | None:
         """Take a request into the running set, or the answer that refuses it."""
-        if self.load >= self.max_running:
+        if self._count >= self.max_running:
             return Answer.failure(req.id, busy(self.max_running))
-        if not self.track:
-            self._untracked += 1
-            return None
-        if req.id in self.running:
-            return Answer.failure(req.id, ProtocolError(
-                jsonrpc.INVALID_REQUEST, f"Invalid Request: a request with id {req.id!r} is still running on this session"))
-        self.running[req.id] = req
+        self._count += 1
+        if self.track:
+            # a client reusing the id of a running request breaks the spec's rule, but each
+            # answer still reaches it (HTTP answers on the POST that asked); a cancellation of
+            # that id reaches the newest one
+            self.running[req.id] = req
         return None
 
 

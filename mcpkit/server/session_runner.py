@@ -40,6 +40,9 @@ class Channel(Protocol):
     async def answer(self, answer: Answer) -> None:
         """The request's answer (the last thing on the channel)."""
 
+    def done(self) -> None:
+        """The request is over (answered, cancelled or failed)."""
+
 
 class Outlet(Protocol):
     """What a transport offers a session: channels for its requests, and a way to send what
@@ -151,6 +154,7 @@ class SessionRunner:
         """Serve one request (counted in ``serving`` by :meth:`execute`) and send its answer (or,
         in a batch, hand it to the batch)."""
         req = run.request
+        channel: Channel | None = None
         try:
             channel = self.outlet.channel(run)
             answer: Answer | None = None
@@ -164,6 +168,8 @@ class SessionRunner:
                 else:
                     await self.execute([action])
         finally:
+            if channel is not None:
+                channel.done()
             self.serving -= 1
             if self.serving == 0:
                 self._idle.set()

@@ -101,6 +101,9 @@ class _StdoutOutlet:
     async def elsewhere(self, action: Any) -> None:
         return None  # one process, one client: nothing runs anywhere else
 
+    def done(self) -> None:
+        return None
+
 
 class StdioSession:
     """One stdio process = one session; every request runs in its own task in ``nursery``."""

@@ -70,6 +70,9 @@ class _LegacySession:
     async def elsewhere(self, action: Any) -> None:
         return None
 
+    def done(self) -> None:
+        return None
+
 
 class LegacySse:
     def __init__(self, app: App) -> None:
