@@ -116,10 +116,10 @@ class Resolver:
         past it); return a note for the assistant when its schemas had to be cut, else ""."""
         self.expanded += self.meter.work
         if self.expanded > self.limits.max_expanded_bytes:
-            mb = self.limits.max_expanded_bytes / 1048576
-            raise BoundExceeded(f"expands to more than {mb:g} MiB once its $refs are resolved "
-                                f"(the limit is max_expanded_mb = {mb:g})")
-        kb = f"{self.limits.max_operation_bytes / 1024:g} KB"
+            mb = f"{self.limits.max_expanded_bytes / 1048576:.4g}"
+            raise BoundExceeded(f"expands to more than {mb} MiB once its $refs are resolved "
+                                f"(the limit is max_expanded_mb = {mb})")
+        kb = f"{self.limits.max_operation_bytes / 1024:.4g} KB"
         if self.depth_limit == MAX_DEPTH:
             return ""
         if self.depth_limit == 0:
