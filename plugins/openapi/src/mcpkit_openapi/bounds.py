@@ -15,8 +15,9 @@ from typing import Any
 DEFAULT_MAX_NESTING = 100
 # The largest operation of eleven public specs is 47 KB (a KubeVirt one, schemas 4 levels deep).
 DEFAULT_MAX_OPERATION_BYTES = 64 * 1024
-# Kubernetes' 826 operations expand to 3.7 MB, GitHub's 1,223 to 2.1 MB.
-DEFAULT_MAX_EXPANDED_BYTES = 32 * 1024 * 1024
+# Kubernetes' 826 operations expand to 3.7 MB, GitHub's 1,223 to 2.1 MB. What is kept takes
+# about seven times its JSON size in memory: a spec at the bound costs some 110 MiB.
+DEFAULT_MAX_EXPANDED_BYTES = 16 * 1024 * 1024
 # Nodes a YAML document may add through aliases (``*name``), each alias counted as the size of
 # what it names: a "billion laughs" of nine nested lists is 10^9 of them in a few hundred bytes.
 MAX_ALIAS_NODES = 1_000_000
