@@ -1,6 +1,6 @@
 """A bounded fuzz and abuse campaign against real `mcpkit serve` processes (`make fuzz`).
 
-    .venv/bin/python fuzz/campaign.py [--seconds 60] [--transports stdio,http] [--seed 1] [--out report.json]
+    .venv/bin/python fuzz/campaign.py [--seconds 60] [--transports stdio,http,openapi-specs] [--seed 1] [--out report.json]
 
 Each transport gets its own server, with the conformance fixture, codesearch, openapi and a
 misbehaving test plugin loaded. For the given time per transport the campaign sends hostile
@@ -10,6 +10,9 @@ process exits), hangs (a liveness probe or a request unanswered for 10 s), 5xx a
 well formed. It also reports -32603 answers, tracebacks on stderr, and the server's RSS and
 open fds after a warm-up and at the end. Exit status 1 when anything that must never happen
 did, or memory grew by more than --max-rss-growth-mib.
+
+The openapi-specs leg (fuzz/openapi_specs.py) instead starts servers with hostile spec files
+(deep nesting, YAML alias bombs, $ref fan-out) beside a good one.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Tally  # noqa: E402
 from drive_http import run_http  # noqa: E402
 from drive_stdio import run_stdio  # noqa: E402
+from openapi_specs import run_specs  # noqa: E402
+
+LEGS = {"stdio": run_stdio, "http": run_http, "openapi-specs": run_specs}
 
 
 def report(tallies: list[Tally], seconds: float, seed: int) -> str:
@@ -59,7 +65,7 @@ def report(tallies: list[Tally], seconds: float, seed: int) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60.0, help="time per transport")
-    parser.add_argument("--transports", default="stdio,http")
+    parser.add_argument("--transports", default=",".join(LEGS))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write the tallies as JSON here")
     parser.add_argument("--max-rss-growth-mib", type=float, default=64.0)
@@ -69,7 +75,7 @@ def main() -> int:
         work = Path(tmp)
         for transport in args.transports.split(","):
             started = time.monotonic()
-            run = run_stdio if transport == "stdio" else run_http
+            run = LEGS[transport]
             tally = run(args.seconds, args.seed, work / transport)
             print(f"{transport}: {tally.sent} sent in {time.monotonic() - started:.0f} s", file=sys.stderr)
             tallies.append(tally)
