@@ -55,7 +55,7 @@ def _write(tmp: Path, name: str, **kw: Any) -> Path:
 
 
 def _load_in_child(spec: Path, tmp: Path, config: dict[str, Any] | None = None, timeout: float = 120,
-                   also: list[Path] = ()) -> dict[str, Any]:
+                   also: tuple[Path, ...] = ()) -> dict[str, Any]:
     """The plugin's engine over a spec file (and ``also`` these), with an index cache, in a
     capped child process."""
     code = _CHILD.replace("CAP", str(MEMORY_CAP))
@@ -145,7 +145,7 @@ def test_expansion_bounds_are_settings(tmp_path: Path) -> None:
 
 def test_a_refused_spec_leaves_the_others_served(tmp_path: Path) -> None:
     bomb = _write(tmp_path, "alias-bomb")
-    out = _load_in_child(bomb, tmp_path, also=[FIXTURES / "petstore-3.0.yaml"])
+    out = _load_in_child(bomb, tmp_path, also=(FIXTURES / "petstore-3.0.yaml",))
     assert len(out["errors"]) == 1 and out["errors"][0].startswith(str(bomb))
     assert out["apis"] == ["pet-store"] and out["sizes"]
 
