@@ -120,16 +120,14 @@ class _Server:
 def _round(rng: random.Random, kinds: dict[str, Any], work: Path, env: dict[str, str], tally: SpecTally) -> None:
     work.mkdir(parents=True, exist_ok=True)
     chosen = rng.sample(sorted(kinds), 3)
-    entries = [{"path": str(GOOD), "name": "pets"}]
+    specs = {"pets": str(GOOD)}
     for kind in chosen:
         ext, build, _ = kinds[kind]
         path = work / f"{kind}{ext}"
         path.write_text(build(rng), "utf-8")
-        entries.append({"path": str(path), "name": kind})
+        specs[kind] = str(path)
     config = work / "mcpkit.toml"
-    config.write_text("[plugins.openapi]\nspecs = [" + ", ".join(
-        "{ path = %s, name = %s }" % (json.dumps(e["path"]), json.dumps(e["name"])) for e in entries)
-        + f"]\ncache_dir = {json.dumps(str(work / 'cache'))}\n")
+    config.write_text(hs.config_toml(specs, work / "cache"))
     tally.sent += len(chosen)
     server = _Server(config, work, env)
     started = time.monotonic()
@@ -157,8 +155,8 @@ def _round(rng: random.Random, kinds: dict[str, Any], work: Path, env: dict[str,
     _check_answers(server, chosen, kinds, tally)
     log = server.stop()
     tally.tracebacks += log.count("Traceback")
-    for kind, entry in zip(chosen, entries[1:]):
-        lines = log.count(f"skipping spec {entry['path']}:")
+    for kind in chosen:
+        lines = log.count(f"skipping spec {specs[kind]}:")
         tally.statuses["refused"] = tally.statuses.get("refused", 0) + (lines == 1)
         if lines > 1:
             tally.lost += 1

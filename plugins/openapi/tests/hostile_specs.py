@@ -8,6 +8,7 @@ or ``.json``) and is given by :data:`EXTENSIONS`.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 ENVELOPE = "openapi: 3.0.0\ninfo: {title: hostile, version: '1'}\n"
@@ -117,6 +118,12 @@ def shared_text_yaml(chars: int = 2_000_000, paths: int = 3_000) -> str:
                        f"        summary: '{text}'\n        description: '{text}'\n"
                        "        responses: {'200': {description: ok}}\npaths:\n") + "".join(
         f"  /s{k}: {{$ref: '#/components/pathItems/item'}}\n" for k in range(paths))
+
+
+def config_toml(specs: dict[str, str], cache_dir: Path) -> str:
+    """A ``[plugins.openapi]`` table loading these specs (API name -> path)."""
+    entries = ", ".join(f"{{ path = {json.dumps(path)}, name = {json.dumps(name)} }}" for name, path in specs.items())
+    return f"[plugins.openapi]\nspecs = [{entries}]\ncache_dir = {json.dumps(str(cache_dir))}\n"
 
 
 # name -> (extension, builder at its default size)

@@ -152,18 +152,11 @@ def test_a_refused_spec_leaves_the_others_served(tmp_path: Path) -> None:
 
 # --- end to end: a real server over stdio with every hostile spec and a good one ---------------
 
-def _mcpkit() -> str:
-    exe = Path(sys.executable).with_name("mcpkit")
-    found = str(exe) if exe.exists() else shutil.which("mcpkit")
-    if not found:
-        pytest.skip("the mcpkit command is not installed")
-    return found
-
-
 class _Stdio:
     def __init__(self, args: list[str], cwd: Path) -> None:
+        mcpkit = Path(sys.executable).with_name("mcpkit")  # installed beside the interpreter
         env = {**os.environ, "MCPKIT_DATA_DIR": str(cwd / "data")}
-        self.proc = subprocess.Popen([_mcpkit(), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([str(mcpkit), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, cwd=cwd, env=env)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.stderr: list[bytes] = []
@@ -210,12 +203,9 @@ SERVED = ["ref-fanout", "sibling-merge", "shared-text"]
 def test_server_starts_with_hostile_specs_and_serves_the_good_one(tmp_path: Path) -> None:
     specs = {name: _write(tmp_path, name) for name in REFUSED + SERVED}
     shutil.copy(FIXTURES / "petstore-3.0.yaml", tmp_path / "petstore.yaml")
-    entries = [{"path": str(path), "name": name} for name, path in specs.items()]
-    entries.append({"path": "petstore.yaml", "name": "pets"})
     config = tmp_path / "mcpkit.toml"
-    config.write_text("[plugins.openapi]\nspecs = [" + ", ".join(
-        "{ path = %s, name = %s }" % (json.dumps(e["path"]), json.dumps(e["name"])) for e in entries)
-        + f"]\ncache_dir = {json.dumps(str(tmp_path / 'cache'))}\n")
+    config.write_text(hs.config_toml({**{name: str(path) for name, path in specs.items()}, "pets": "petstore.yaml"},
+                                     tmp_path / "cache"))
     server = _Stdio(["serve", "--plugin", "openapi", "--config", str(config)], tmp_path)
     try:
         started = time.monotonic()
