@@ -1,6 +1,6 @@
 """A bounded fuzz and abuse campaign against real `mcpkit serve` processes (`make fuzz`).
 
-    .venv/bin/python fuzz/campaign.py [--seconds 60] [--transports stdio,http,auth,redis] [--seed 1] [--out report.json]
+    .venv/bin/python fuzz/campaign.py [--seconds 60] [--transports stdio,http,auth,redis,openapi-specs] [--seed 1] [--out report.json]
 
 Each transport gets its own server, with the conformance fixture, codesearch, openapi and a
 misbehaving test plugin loaded. For the given time per transport the campaign sends hostile
@@ -17,6 +17,9 @@ and the server's RSS and open fds after a warm-up and at the end. Then a last le
 counts the programs they made git run and the files from outside the allowed roots the server
 served. Exit status 1 when anything that must never happen did, or memory grew by more than
 --max-rss-growth-mib.
+
+The openapi-specs leg (fuzz/openapi_specs.py) instead starts servers with hostile spec files
+(deep nesting, YAML alias bombs, $ref fan-out) beside a good one.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ from drive_redis import run_redis  # noqa: E402
 from drive_stdio import run_stdio  # noqa: E402
 from hostile_repos import report as repos_report  # noqa: E402
 from hostile_repos import run_hostile_repos  # noqa: E402
+from openapi_specs import run_specs  # noqa: E402
 
-LEGS = {"stdio": run_stdio, "http": run_http, "auth": run_auth, "redis": run_redis}
+LEGS = {"stdio": run_stdio, "http": run_http, "auth": run_auth, "redis": run_redis, "openapi-specs": run_specs}
 
 
 def report(tallies: list[Tally], seconds: float, seed: int) -> str:
@@ -75,7 +79,7 @@ def report(tallies: list[Tally], seconds: float, seed: int) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60.0, help="time per transport")
-    parser.add_argument("--transports", default="stdio,http,auth,redis", help="legs to run, of " + ", ".join(LEGS))
+    parser.add_argument("--transports", default=",".join(LEGS), help="legs to run, of " + ", ".join(LEGS))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write the tallies as JSON here")
     parser.add_argument("--max-rss-growth-mib", type=float, default=64.0)

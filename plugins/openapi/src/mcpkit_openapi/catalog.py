@@ -13,12 +13,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .bounds import Limits
 from .spec import (MAX_SPEC_BYTES, Operation, ParsedSpec, SpecError, load_operations, parse_document,
                    read_spec_file)
 
 log = logging.getLogger("mcpkit_openapi")
 
-CACHE_FORMAT = 3  # bump when Operation records or their extraction change
+CACHE_FORMAT = 4  # bump when Operation records or their extraction change
 DEFAULT_SPEC = "default_spec.yaml"
 
 
@@ -125,16 +126,18 @@ def _write_cached(cache_dir: Path | None, key: str, parsed: ParsedSpec) -> None:
         log.warning("openapi: cannot write the index cache in %s: %s", cache_dir, exc)
 
 
-def cache_key(raw: bytes) -> str:
-    return f"{hashlib.sha256(raw).hexdigest()}-v{CACHE_FORMAT}"
+def cache_key(raw: bytes, limits: Limits | None = None) -> str:
+    """``<sha256 of the bytes>-v<format>-<bounds>``: the bounds decide what is kept too."""
+    return f"{hashlib.sha256(raw).hexdigest()}-v{CACHE_FORMAT}-{(limits or Limits()).cache_tag()}"
 
 
-def load_parsed(raw: bytes, filename: str, cache_dir: Path | None) -> tuple[str, ParsedSpec]:
+def load_parsed(raw: bytes, filename: str, cache_dir: Path | None,
+                limits: Limits | None = None) -> tuple[str, ParsedSpec]:
     """Parse a spec's bytes, through the on-disk cache keyed by their sha256."""
-    key = cache_key(raw)
+    key = cache_key(raw, limits)
     parsed = _read_cached(cache_dir, key)
     if parsed is None:
-        parsed = load_operations(parse_document(raw, filename))
+        parsed = load_operations(parse_document(raw, filename, limits), limits)
         _write_cached(cache_dir, key, parsed)
     return key, parsed
 
@@ -144,16 +147,18 @@ def embedded_default_bytes() -> bytes:
 
 
 def build_catalog(sources: list[SpecSource], cache_dir: Path | None = None,
-                  max_spec_bytes: int = MAX_SPEC_BYTES) -> Catalog:
+                  max_spec_bytes: int = MAX_SPEC_BYTES, limits: Limits | None = None) -> Catalog:
     """Load every source (bad ones are logged and skipped); with no sources, the embedded demo.
 
-    Operation ids are prefixed ``name:`` when more than one API is loaded.
+    Operation ids are prefixed ``name:`` when more than one API is loaded. A spec refused
+    (unreadable, invalid, over a bound of ``limits``) costs one ERROR line naming it; nothing a
+    spec holds stops the others from being served.
     """
     loaded: list[tuple[SpecSource, str, ParsedSpec]] = []
     errors: list[str] = []
     embedded = not sources
     if embedded:
-        key, parsed = load_parsed(embedded_default_bytes(), DEFAULT_SPEC, cache_dir)
+        key, parsed = load_parsed(embedded_default_bytes(), DEFAULT_SPEC, cache_dir, limits)
         loaded.append((SpecSource(Path(DEFAULT_SPEC), "demo"), key, parsed))
     for src in sources:
         try:
@@ -163,10 +168,15 @@ def build_catalog(sources: list[SpecSource], cache_dir: Path | None = None,
             log.error("openapi: skipping spec %s: %s", src.path, exc)
             continue
         try:
-            key, parsed = load_parsed(raw, src.path.name, cache_dir)
-        except (SpecError, RecursionError) as exc:
+            key, parsed = load_parsed(raw, src.path.name, cache_dir, limits)
+        except SpecError as exc:
             errors.append(f"{src.path}: {exc}")
             log.error("openapi: skipping spec %s: %s", src.path, exc)
+            continue
+        except Exception as exc:  # a case the checks above missed: still this spec's fault alone
+            reason = f"cannot be indexed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+            errors.append(f"{src.path}: {reason}")
+            log.error("openapi: skipping spec %s: %s", src.path, reason)
             continue
         loaded.append((src, key, parsed))
     names: set[str] = set()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .bounds import DEFAULT_MAX_EXPANDED_BYTES, DEFAULT_MAX_NESTING, DEFAULT_MAX_OPERATION_BYTES, Limits
 from .catalog import Catalog, SpecSource, build_catalog, parse_sources
 from .lexical import query_has_terms, summary_of
 from .ranking import MODES, Searcher, hybrid_available
@@ -20,7 +21,8 @@ from .spec import MAX_SPEC_BYTES, Operation
 
 log = logging.getLogger("mcpkit_openapi")
 
-KNOWN_SETTINGS = {"specs", "cache_dir", "ranking", "model", "timeout", "max_spec_mb"}
+KNOWN_SETTINGS = {"specs", "cache_dir", "ranking", "model", "timeout", "max_spec_mb", "max_nesting",
+                  "max_operation_kb", "max_expanded_mb"}
 MODEL_KEYS = {"path", "pooling", "query_prefix", "document_prefix", "max_tokens"}
 DEFAULT_TIMEOUT = 5.0
 EMBEDDED_NOTE = (
@@ -53,6 +55,7 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT
     max_spec_bytes: int = MAX_SPEC_BYTES
     model: Any = None  # embed.ModelSpec of a configured model directory; None: the packaged one
+    limits: Limits = field(default_factory=Limits)
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None, default_cache: Path | None = None) -> Settings:
@@ -91,10 +94,22 @@ class Settings:
         if cache is not None and not isinstance(cache, str):
             raise SettingsError(f"[plugins.openapi] cache_dir must be a path string, got {cache!r}")
         cache_dir = Path(cache).expanduser().absolute() if cache else default_cache
-        max_mb = config.get("max_spec_mb", MAX_SPEC_BYTES / 1048576)
-        if isinstance(max_mb, bool) or not isinstance(max_mb, (int, float)) or not 0 < max_mb <= 4096:
-            raise SettingsError(f"[plugins.openapi] max_spec_mb must be a number of MiB in (0, 4096], got {max_mb!r}")
-        return cls(specs, cache_dir, ranking, float(timeout), int(max_mb * 1048576), model)
+        max_mb = _number(config, "max_spec_mb", MAX_SPEC_BYTES / 1048576, 4096, "a number of MiB")
+        nesting = _number(config, "max_nesting", DEFAULT_MAX_NESTING, 10_000, "a number of levels")
+        if not isinstance(nesting, int):
+            raise SettingsError(f"[plugins.openapi] max_nesting must be a whole number of levels, got {nesting!r}")
+        op_kb = _number(config, "max_operation_kb", DEFAULT_MAX_OPERATION_BYTES / 1024, 1 << 20, "a number of KB")
+        expanded_mb = _number(config, "max_expanded_mb", DEFAULT_MAX_EXPANDED_BYTES / 1048576, 1 << 16, "a number of MiB")
+        limits = Limits(nesting, int(op_kb * 1024), int(expanded_mb * 1048576))
+        return cls(specs, cache_dir, ranking, float(timeout), int(max_mb * 1048576), model, limits)
+
+
+def _number(config: dict[str, Any], key: str, default: float, most: float, what: str) -> Any:
+    """A positive number setting of at most ``most``."""
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= most:
+        raise SettingsError(f"[plugins.openapi] {key} must be {what} in (0, {most:g}], got {value!r}")
+    return value
 
 
 def parse_model(value: Any) -> Any:
@@ -138,7 +153,8 @@ class Engine:
     def __init__(self, settings: Settings) -> None:
         t0 = time.perf_counter()
         self.settings = settings
-        self.catalog: Catalog = build_catalog(settings.specs, settings.cache_dir, settings.max_spec_bytes)
+        self.catalog: Catalog = build_catalog(settings.specs, settings.cache_dir, settings.max_spec_bytes,
+                                              settings.limits)
         self.searcher = Searcher(self.catalog.operations, settings.ranking, settings.cache_dir,
                                  model=settings.model)
         self.ids = [op.operation_id for op in self.catalog.operations]
@@ -219,6 +235,8 @@ class Engine:
             out["api"] = op.api
         if op.deprecated:
             out["deprecated"] = True
+        if op.note:
+            out["note"] = op.note
         return out
 
 

@@ -63,6 +63,7 @@ class OperationDetails(msgspec.Struct, omit_defaults=True):
     responses: dict[str, str]
     api: str | None = None
     deprecated: bool = False
+    note: str | None = None
 
 
 def _settings(config: dict[str, Any] | None) -> Settings:
@@ -127,7 +128,8 @@ def make_tools(config: dict[str, Any] | None) -> list[Any]:
     ) -> OperationDetails:
         """Describe one API operation so it can be called: method, path, summary, description,
         parameters (name, in, required, schema), request body (content types and schema) and
-        response codes. `$ref`s are resolved and deep schemas shortened.
+        response codes. `$ref`s are resolved and deep schemas shortened; a schema cut short shows
+        `"truncated": true`, and `note` says when the answer leaves anything out to stay small.
 
         Input: `operation_id` as returned by search_ids (e.g. "issues/update", or
         "GET /repositories/{workspace}" for operations the spec left without an id).
