@@ -3,9 +3,11 @@ that bench_http.py measures mcpkit against.
 
     python bench/http_floor_server.py PORT
 
-One task per connection reads with httptools, decodes the JSON-RPC body with msgspec and writes
-a fixed tools/call result as a keep-alive JSON response. No MCP beyond that: no header rules, no
-dispatch, no limits, no timeouts — what is left of mcpkit's cost above this is its own.
+One task per connection reads with httptools into a header map, checks content type, accept
+and protocol version headers, decodes the JSON-RPC envelope and the tool's params with msgspec,
+runs an async tool in a cancel scope with a deadline and encodes the result: the work any
+trio server answering this call must do. No MCP beyond that: no era rules, no dispatch table,
+no limits, no timeouts — what is left of mcpkit's cost above this is its own.
 """
 
 from __future__ import annotations
@@ -28,32 +30,65 @@ class Message(msgspec.Struct):
 class CallParams(msgspec.Struct):
     name: str
     arguments: dict[str, Any] = {}
+    meta: dict[str, Any] = msgspec.field(default_factory=dict, name="_meta")
+
+
+class Text(msgspec.Struct):
+    text: str
+    type: str = "text"
+
+
+class Result(msgspec.Struct):
+    content: list[Text]
+    isError: bool = False
+
+
+class Response(msgspec.Struct):
+    id: int | str | None
+    result: Result
+    jsonrpc: str = "2.0"
 
 
 _decode = msgspec.json.Decoder(Message).decode
 _params = msgspec.json.Decoder(CallParams).decode
 _encode = msgspec.json.Encoder().encode
+_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+_REFUSED = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n"
+
+
+async def greet(name: str) -> str:
+    return f"Hello, {name}."
 
 
 class _Request:
+    __slots__ = ("headers", "body", "done")
+
     def __init__(self) -> None:
+        self.headers: dict[bytes, bytes] = {}
         self.body: list[bytes] = []
-        self.done = False
+        self.done: list[tuple[dict[bytes, bytes], bytes]] = []
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers[name.lower()] = value
 
     def on_body(self, data: bytes) -> None:
         self.body.append(data)
 
     def on_message_complete(self) -> None:
-        self.done = True
+        self.done.append((self.headers, b"".join(self.body)))
+        self.headers, self.body = {}, []
 
 
-def answer(body: bytes) -> bytes:
+async def answer(headers: dict[bytes, bytes], body: bytes) -> bytes:
+    if (not headers.get(b"content-type", b"").startswith(b"application/json")
+            or b"application/json" not in headers.get(b"accept", b"") or b"mcp-protocol-version" not in headers):
+        return _REFUSED
     msg = _decode(body)
     params = _params(msg.params)
-    result = {"content": [{"type": "text", "text": f"Hello, {params.arguments.get('name', 'you')}."}], "isError": False}
-    payload = _encode({"jsonrpc": "2.0", "id": msg.id, "result": result})
-    return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-            + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+    with trio.CancelScope(deadline=trio.current_time() + 60):
+        text = await greet(**params.arguments)
+    payload = _encode(Response(msg.id, Result([Text(text)])))
+    return _HEAD % len(payload) + payload
 
 
 async def connection(stream: trio.SocketStream) -> None:
@@ -66,10 +101,9 @@ async def connection(stream: trio.SocketStream) -> None:
                 return
             parser.feed_data(data)
             if req.done:
-                out = answer(b"".join(req.body))
-                req.body.clear()
-                req.done = False
-                await stream.send_all(out)
+                out = [await answer(headers, body) for headers, body in req.done]
+                req.done.clear()
+                await stream.send_all(b"".join(out))
     except (trio.BrokenResourceError, httptools.HttpParserError):
         return
 

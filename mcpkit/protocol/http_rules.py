@@ -31,7 +31,7 @@ def decode_header_value(value: str, header: str) -> str:
             return base64.b64decode(raw, validate=True).decode("utf-8")
         except (binascii.Error, ValueError, UnicodeDecodeError):
             raise mismatch(f"{header} carries invalid base64") from None
-    if any(ord(c) < 0x20 and c != "\t" or ord(c) > 0x7E for c in value):
+    if not (value.isascii() and value.isprintable()) and any(ord(c) < 0x20 and c != "\t" or ord(c) > 0x7E for c in value):
         raise mismatch(f"{header} contains characters not allowed in a header value")
     return value
 

@@ -89,16 +89,17 @@ class SessionRunner:
         """One frame from the client: act on it (requests start in the background)."""
         await self.execute(self.core.receive(data, stateless=stateless, origin=origin))
 
-    async def execute(self, actions: list[Action], *, inline: bool = False) -> None:
+    async def execute(self, actions: list[Action], *, inline: bool = False, scopes: Any = None) -> None:
         """Carry out the core's actions. ``inline`` serves requests in this task (stateless
-        HTTP) instead of starting them in the nursery."""
+        HTTP) instead of starting them in the nursery; ``scopes`` is where an inline request's
+        cancel scope is registered (by default the session's, by id)."""
         for action in actions:
             if isinstance(action, Run):
                 if self.serving == 0:
                     self._idle = trio.Event()
                 self.serving += 1  # counted from now, so idle() never misses a request about to start
                 if inline:
-                    await self.serve(action)
+                    await self.serve(action, scopes)
                 else:
                     assert self.nursery is not None, "a session that spawns requests needs a nursery"
                     self.nursery.start_soon(self.serve, action, name=_TASK_NAME)
@@ -150,7 +151,7 @@ class SessionRunner:
         return len(stuck)
 
     # -- one request ------------------------------------------------------------------------------
-    async def serve(self, run: Run) -> None:
+    async def serve(self, run: Run, scopes: Any = None) -> None:
         """Serve one request (counted in ``serving`` by :meth:`execute`) and send its answer (or,
         in a batch, hand it to the batch)."""
         req = run.request
@@ -159,7 +160,9 @@ class SessionRunner:
             channel = self.outlet.channel(run)
             answer: Answer | None = None
             try:
-                answer = await self.dispatcher.answer(req, _RequestPeer(self, channel), self.scopes if self.core.track else None)
+                if scopes is None and self.core.track:
+                    scopes = self.scopes
+                answer = await self.dispatcher.answer(req, _RequestPeer(self, channel), scopes)
             finally:
                 actions = self.core.finished(req, answer)
             for action in actions:

@@ -27,7 +27,13 @@ class DirectChannel:
         self._sse = sse
         self._step_up = step_up
         self._started = False
-        self._lock = trio.StrictFIFOLock()
+        self._lock_: trio.StrictFIFOLock | None = None  # made when something streams
+
+    @property
+    def _lock(self) -> trio.StrictFIFOLock:
+        if self._lock_ is None:
+            self._lock_ = trio.StrictFIFOLock()
+        return self._lock_
 
     async def _start(self) -> None:
         if not self._started:
@@ -47,6 +53,11 @@ class DirectChannel:
                 await self._ex.send_chunk(b": keep-alive\n\n")
 
     async def answer(self, answer: Answer) -> None:
+        if not (self._started or self._sse or (self._lock_ is not None and self._lock_.locked())):
+            # nothing was sent and nothing is being sent: the answer is all there is (no lock:
+            # nothing of this request can come after it)
+            await respond_with(self._ex, answer, self._step_up)
+            return
         async with self._lock:
             if self._started or self._sse:
                 await self._start()

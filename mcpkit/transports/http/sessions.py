@@ -58,8 +58,14 @@ class Stream:
         self.last_pos = "0"  # the newest position delivered here
         self._pending: list[tuple[str, bytes, bool]] = []  # not yet in the log
         self._provisional: dict[str, str] = {}  # provisional id -> position in the log
-        self._lock = trio.Lock()  # appends stay in order
+        self._lock_: trio.Lock | None = None  # appends stay in order (made when the stream is kept)
         self._held: list[tuple[str, bytes, bool]] | None = None  # events appended elsewhere during attach
+
+    @property
+    def _lock(self) -> trio.Lock:
+        if self._lock_ is None:
+            self._lock_ = trio.Lock()
+        return self._lock_
 
     @property
     def session(self) -> "Session":
@@ -177,13 +183,20 @@ class PostOrigin:
     """One POST of a session: where what its message causes goes (the HTTP adapter reads it
     when the session has acted)."""
 
-    __slots__ = ("channel", "replies", "batch", "batch_done")
+    __slots__ = ("channel", "replies", "batch", "_batch_done")
 
     def __init__(self) -> None:
         self.channel: Any = None  # the channel of the request it carries, if any
         self.replies: list[Answer] = []  # answers made at once
         self.batch: list[Answer] | None = None
-        self.batch_done = trio.Event()
+        self._batch_done: trio.Event | None = None
+
+    @property
+    def batch_done(self) -> trio.Event:
+        """Set when the batch's answers are in ``batch`` (made only for a POST with a batch)."""
+        if self._batch_done is None:
+            self._batch_done = trio.Event()
+        return self._batch_done
 
 
 class _Dropped:

@@ -84,7 +84,8 @@ class Streamable:
     # -- POST --------------------------------------------------------------------------------
     async def post(self, ex: Exchange) -> None:
         h = ex.headers
-        if not accepts(h.get("accept", ""), "application/json", "text/event-stream"):
+        accept = h.get("accept", "").lower()
+        if not accepts(accept, "application/json", "text/event-stream"):
             await ex.respond(406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"))
             return
         if "application/json" not in h.get("content-type", "").lower():
@@ -94,13 +95,13 @@ class Streamable:
         sid = h.get("mcp-session-id")
         version = h.get("mcp-protocol-version")
         if sid is None and (_META_KEY in body or (version is not None and version not in HANDSHAKE_VERSIONS)):
-            await self.post_stateless(ex, body)
+            await self.post_stateless(ex, body, accept)
         elif sid is None:
             await self.post_initialize(ex, body)
         else:
             await self.post_session(ex, body, sid, version)
 
-    async def post_stateless(self, ex: Exchange, body: bytes) -> None:
+    async def post_stateless(self, ex: Exchange, body: bytes, accept: str) -> None:
         try:
             msg = jsonrpc.decode(body)
         except ProtocolError as exc:
@@ -113,7 +114,7 @@ class Streamable:
         if not msg.is_request:
             await ex.respond(202)  # nothing to answer (no client notifications are defined here)
             return
-        sse = prefers_sse(ex.headers.get("accept", "")) or self.settings.response_mode == "sse"
+        sse = prefers_sse(accept) or self.settings.response_mode == "sse"
         listen = msg.method == "subscriptions/listen"
         channel = DirectChannel(ex, listen or (sse and self.settings.response_mode != "json"), self.step_up)
         (action,) = self.stateless.receive_message(msg, stateless=True, headers=ex.headers, origin=channel)
@@ -121,11 +122,17 @@ class Streamable:
             await respond_with(ex, action.answer, self.step_up)
             return
         action.request.principal = ex.principal
-        async with ex.cancel_on_disconnect(), trio.open_nursery() as nursery:
-            if listen:
+        if listen:  # held open: keep-alives meanwhile, and the end when the client leaves
+            async with ex.cancel_on_disconnect(), trio.open_nursery() as nursery:
                 nursery.start_soon(channel.heartbeat, self.settings.sse_heartbeat_s)
-            await self.stateless_runner.execute([action], inline=True)
-            nursery.cancel_scope.cancel()
+                await self.stateless_runner.execute([action], inline=True)
+                nursery.cancel_scope.cancel()
+            return
+        if ex.can_watch:  # the request's own scope ends when the client leaves
+            await self.stateless_runner.execute([action], inline=True, scopes=_Watched(ex))
+        else:
+            async with ex.cancel_on_disconnect():
+                await self.stateless_runner.execute([action], inline=True)
 
     async def post_initialize(self, ex: Exchange, body: bytes) -> None:
         try:
@@ -366,6 +373,30 @@ class Streamable:
             session = local.get(sid)
             if session is not None:
                 session.standalone.deliver_appended(pos, notice, False)
+
+
+class _Watched:
+    """The scope registry a stateless request runs with: the dispatcher registers the request's
+    cancel scope here, and the exchange cancels it if the client goes away (no watcher task,
+    no second scope, where the HTTP server can do that)."""
+
+    __slots__ = ("_ex", "_scope")
+
+    def __init__(self, ex: Exchange) -> None:
+        self._ex = ex
+        self._scope: trio.CancelScope | None = None
+
+    def __setitem__(self, request_id: Any, scope: trio.CancelScope) -> None:
+        self._scope = scope
+        self._ex.watch(scope)
+
+    def get(self, request_id: Any) -> trio.CancelScope | None:
+        return self._scope
+
+    def __delitem__(self, request_id: Any) -> None:
+        if self._scope is not None:
+            self._ex.unwatch(self._scope)
+            self._scope = None
 
 
 def _release(session: Session, stream: Stream) -> Any:
