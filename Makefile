@@ -42,6 +42,7 @@ fixtures: $(CONF_SITE)/.fixtures
 
 # The scale-out tests run a real redis-server and HAProxy (Debian packages, installed when missing).
 test: install fixtures test-tools
+	$(VENV)/bin/lint-imports --no-logo --no-cache
 	PYTHONPATH=$(CONF_SITE) $(VENV)/bin/pytest -q
 	CONFORMANCE_EXTENSIONS=0 scripts/conformance
 

@@ -8,6 +8,9 @@ percent within minutes, so every round measures every server back to back):
   * mcpkit-hypercorn the same app on hypercorn (`--server hypercorn`)
   * sdk-stateless   the SDK (uvicorn) with stateless_http=True, json_response=True
   * sdk-stateful    the SDK's default: sessions, SSE-framed answers
+  * floor           bench/http_floor_server.py: a bare trio + httptools loop that msgspec-decodes
+                    the request and answers a fixed tools/call result (stateless rows only): what
+                    is left of mcpkit's CPU above it is its own
 Two eras: 2026-07-28 stateless requests (mcpkit and sdk-stateless) and the handshake era with a
 session (mcpkit and sdk-stateful). wrk drives keep-alive connections (1, 8, 64); figures are
 medians over the rounds: requests/s, server CPU per request (from /proc), p50 and p99 latency.
@@ -43,7 +46,8 @@ META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontex
         "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"}}
 CALL = {"name": "greet", "arguments": {"name": "bench"}}
 ACCEPT = "application/json, text/event-stream"
-SERVERS = {"stateless": ("mcpkit", "mcpkit-hypercorn", "sdk-stateless"), "session": ("mcpkit", "mcpkit-hypercorn", "sdk-stateful")}
+SERVERS = {"stateless": ("floor", "mcpkit", "mcpkit-hypercorn", "sdk-stateless"),
+           "session": ("mcpkit", "mcpkit-hypercorn", "sdk-stateful")}
 
 
 def free_port() -> int:
@@ -73,6 +77,8 @@ class Server:
         if kind.startswith("mcpkit"):
             cmd = [str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", str(self.port), "--plugin", "hello",
                    "--server", "hypercorn" if kind == "mcpkit-hypercorn" else "mcpkit", *self.extra]
+        elif kind == "floor":
+            cmd = [sys.executable, str(HERE / "http_floor_server.py"), str(self.port)]
         else:
             cmd = [sys.executable, str(HERE / "sdk_http_server.py"), str(self.port),
                    "stateless-json" if kind == "sdk-stateless" else "default"]
@@ -175,6 +181,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--conns", default="1,8,64")
     ap.add_argument("--streams", type=int, default=1000)
+    ap.add_argument("--servers", help="only these servers (comma-separated), e.g. floor,mcpkit")
     ap.add_argument("--json", type=Path, help="write every figure here")
     ap.add_argument("--chart", type=Path, default=HERE.parent / "docs" / "benchmarks-http.svg", help="the SVG chart")
     ap.add_argument("--replot", type=Path, metavar="JSON", help="report and chart again from a --json file, running nothing")
@@ -189,6 +196,12 @@ def main() -> None:
     if shutil.which("wrk") is None:
         sys.exit("bench_http needs wrk (Debian package wrk; `make bench-http` installs it)")
     conns = [int(c) for c in args.conns.split(",")]
+    if args.servers:
+        wanted = set(args.servers.split(","))
+        for era in list(SERVERS):
+            SERVERS[era] = tuple(k for k in SERVERS[era] if k in wanted)
+            if not SERVERS[era]:
+                del SERVERS[era]
     kinds = sorted({k for ks in SERVERS.values() for k in ks})
     servers = {k: Server(k) for k in kinds}
     results: dict[tuple[str, str, int], list[dict[str, float]]] = {}
@@ -203,7 +216,8 @@ def main() -> None:
                     for k in ks:
                         results.setdefault((era, k, n), []).append(run_wrk(servers[k], *requests[(era, k)], n, args.seconds))
             print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
-        streams = {k: idle_streams(servers[k], args.streams) for k in ("mcpkit", "mcpkit-hypercorn", "sdk-stateful")}
+        streams = {k: idle_streams(servers[k], args.streams) for k in ("mcpkit", "mcpkit-hypercorn", "sdk-stateful")
+                   if k in servers and args.streams}
     finally:
         for s in servers.values():
             s.stop()
@@ -217,12 +231,15 @@ def report(results: dict[tuple[str, str, int], list[dict[str, float]]], streams:
     for era, ks in SERVERS.items():
         ref = ks[-1]
         print(f"\n{'2026-07-28 stateless' if era == 'stateless' else 'handshake era, one session'} (ratios against {ref})")
-        print(f"| server | conns | req/s | × | CPU µs/req | × | p50 ms | p99 ms |\n|---|---|---|---|---|---|---|---|")
+        floor = "floor" in ks
+        print("| server | conns | req/s | × | CPU µs/req | × |" + (" × floor |" if floor else "") + " p50 ms | p99 ms |")
+        print("|---|---|---|---|---|---|" + ("---|" if floor else "") + "---|---|")
         for n in conns:
             for k in ks:
                 m, r = med[(era, k, n)], med[(era, ref, n)]
+                vs_floor = f" {m['cpu_us'] / med[(era, 'floor', n)]['cpu_us']:.2f} |" if floor else ""
                 print(f"| {k} | {n} | {m['rps']:,.0f} | {m['rps'] / r['rps']:.2f} | {m['cpu_us']:.0f} | "
-                      f"{m['cpu_us'] / r['cpu_us']:.2f} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} |")
+                      f"{m['cpu_us'] / r['cpu_us']:.2f} |{vs_floor} {m['p50_ms']:.2f} | {m['p99_ms']:.2f} |")
     print(f"\n{args.streams} idle SSE streams, RSS growth: " + ", ".join(f"{k} {v:.1f} MiB" for k, v in streams.items()))
     chart = args.chart
     groups = [(f"{'stateless' if era == 'stateless' else 'session'} c={n}", [(k, med[(era, k, n)]) for k in ks])

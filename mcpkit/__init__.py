@@ -3,10 +3,6 @@
 This module is the public API plugin authors build on; everything else is internal.
 """
 
-from __future__ import annotations
-
-import os
-from pathlib import Path
 
 from ._version import __version__
 from .plugins.hookspecs import hookimpl
@@ -24,30 +20,18 @@ from .protocol.types import (
 from .server.auth import AuthSettings, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
 from .protocol.jsonrpc import ProtocolError
 from .server.context import Context, PeerError, SyncContext
-from .server.errors import DefinitionError, InputRequired, MissingCapability, ResourceNotFound, ToolError
+from .server.data_dir import data_dir
+from .server.errors import DefinitionError, InputRequired, MissingCapability, PluginError, ResourceNotFound, ToolError
 from .server.middleware import Call, MiddlewareDef, middleware
 from .server.prompts import CompletionDef, PromptDef, completion, prompt
 from .server.resources import ResourceDef, resource
 from .server.tools import ToolDef, ToolResult, tool
 
 
-def data_dir() -> Path:
-    """Where plugins keep their data: ``$MCPKIT_DATA_DIR``, else ``$XDG_DATA_HOME/mcpkit``,
-    else ``~/.local/share/mcpkit``. Created if missing."""
-    base = os.environ.get("MCPKIT_DATA_DIR")
-    if base:
-        path = Path(base)
-    else:
-        xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-        path = Path(xdg) / "mcpkit"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 __all__ = [
     "__version__", "hookimpl", "data_dir",
     "tool", "ToolDef", "ToolResult", "ToolError",
-    "resource", "ResourceDef", "ResourceNotFound", "DefinitionError",
+    "resource", "ResourceDef", "ResourceNotFound", "DefinitionError", "PluginError",
     "middleware", "MiddlewareDef", "Call",
     "prompt", "PromptDef", "PromptMessage", "completion", "CompletionDef",
     "Context", "SyncContext", "PeerError", "MissingCapability", "InputRequired", "ProtocolError",

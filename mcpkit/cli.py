@@ -41,7 +41,11 @@ class _Group(click.Group):
 
 
 #: commands whose modules load only when the command runs (serve's start-up does not pay for them)
-_LAZY = {"new": ("mcpkit.scaffold", "new_cmd"), "install": ("mcpkit.hosts", "install_cmd")}
+_LAZY = {"new": ("mcpkit.scaffold", "new_cmd"), "install": ("mcpkit.hosts", "install_cmd"),
+         # the client commands: `mcpkit serve` never pays for importing the client and httpx
+         "tools": ("mcpkit.client.cli", "tools_cmd"), "call": ("mcpkit.client.cli", "call_cmd"),
+         "discover": ("mcpkit.client.cli", "discover_cmd"), "task": ("mcpkit.client.cli", "task_group"),
+         "logout": ("mcpkit.client.oauth.cli", "logout_cmd")}
 
 
 @click.group(cls=_Group)
@@ -265,15 +269,6 @@ def serving_summary(app: Any) -> str:
     plugins = f"plugin{'s' if len(names) != 1 else ''} {', '.join(names)}" if names else "no plugins"
     return f"serving {tools} tool{'s' if tools != 1 else ''} from {plugins}"
 
-
-def _add_client_commands() -> None:
-    from .client.cli import COMMANDS  # click only; the client itself loads when a command runs
-
-    for command in COMMANDS:
-        main.add_command(command)
-
-
-_add_client_commands()
 
 if __name__ == "__main__":
     main()

@@ -40,7 +40,8 @@ class Server:
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.stderr = b""
         threading.Thread(target=self._pump, daemon=True).start()
-        threading.Thread(target=self._pump_err, daemon=True).start()
+        self._err_reader = threading.Thread(target=self._pump_err, daemon=True)
+        self._err_reader.start()
         self._next_id = 1000
 
     def _pump(self) -> None:
@@ -53,6 +54,12 @@ class Server:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
             self.stderr += line
+
+    def all_stderr(self, timeout: float = 5.0) -> bytes:
+        """Everything the process wrote to stderr, once it has exited (the reader thread may
+        still be taking the last lines when the process is already gone)."""
+        self._err_reader.join(timeout)
+        return self.stderr
 
     def send_raw(self, data: bytes) -> None:
         assert self.proc.stdin is not None

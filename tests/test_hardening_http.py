@@ -119,8 +119,8 @@ def test_session_requests_in_flight_are_capped(hostile: dict[str, str]) -> None:
     with HttpServer("--plugin", "hostile", env={**hostile, "MCPKIT_MAX_CONCURRENT_REQUESTS": "2"}) as srv:
         sid = srv.initialize()
         results: list[Any] = []
-        workers = [threading.Thread(target=lambda: results.append(srv.rpc("tools/call", {"name": "slow", "arguments": {"seconds": 0.5}}, session=sid)))
-                   for _ in range(3)]
+        workers = [threading.Thread(target=lambda rid=rid: results.append(srv.rpc("tools/call", {"name": "slow", "arguments": {"seconds": 0.5}}, session=sid, rid=rid)))
+                   for rid in range(3)]
         for w in workers:
             w.start()
             time.sleep(0.05)
@@ -180,13 +180,13 @@ def test_a_session_replay_store_is_bounded_in_bytes(hostile: dict[str, str]) -> 
 
 
 def test_replay_store_keeps_the_newest_within_count_and_bytes() -> None:
-    from mcpkit.transports.http.sessions import ReplayStore
+    from mcpkit.transports.http.session_state import ReplayStore
 
     store = ReplayStore(max_events=3, max_bytes=10)
     for seq, data in enumerate([b"aaaa", b"bbbb", b"cc", b"d"], 1):
         store.append("1", seq, data)
-    assert [d for _, _, d in store] == [b"bbbb", b"cc", b"d"]  # 4+4+2+1 > 10: the oldest went
+    assert [d for _, _, d, _ in store] == [b"bbbb", b"cc", b"d"]  # 4+4+2+1 > 10: the oldest went
     store.append("1", 5, b"x" * 50)  # bigger than the bound alone: not kept (issue 22), the rest stays
-    assert [d for _, _, d in store] == [b"bbbb", b"cc", b"d"]
+    assert [d for _, _, d, _ in store] == [b"bbbb", b"cc", b"d"]
     store.append("1", 6, b"y" * 10)  # exactly the bound: kept, alone
-    assert [d for _, _, d in store] == [b"y" * 10]
+    assert [d for _, _, d, _ in store] == [b"y" * 10]

@@ -17,9 +17,10 @@ from mcpkit.protocol import jsonrpc
 from mcpkit.protocol.connection import Batch, Reply, RequestReceived, ServerConnection
 from mcpkit.protocol.framing import LineSplitter, Oversized
 from mcpkit.server.app import App
-from mcpkit.server.context import InFlight
+from mcpkit.protocol.session import ServerSession
 from mcpkit.server.dispatch import Dispatcher
 from mcpkit.server.registry import Registry
+from mcpkit.server.session_runner import SessionRunner
 from mcpkit.server.settings import Settings
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -101,7 +102,7 @@ def test_the_connection_never_raises_and_replies_are_well_formed(frames: list[by
         for ev in conn.receive(data):
             for inner in (ev.events if isinstance(ev, Batch) else [ev]):
                 if isinstance(inner, Reply):
-                    _well_formed(json.loads(inner.data))
+                    _well_formed(json.loads(inner.answer.encode()))
 
 
 def _well_formed(reply: dict[str, Any], rid: Any = ...) -> None:
@@ -135,12 +136,35 @@ def _app() -> App:
     return App(registry=registry, settings=Settings())
 
 
-class _Peer:
-    async def notify(self, data: bytes) -> None:
+class _Recorder:
+    """An outlet that keeps what the session sends (every request's messages are checked to be
+    JSON; server-to-client requests are refused, as no client is there)."""
+
+    can_ask = False
+
+    def __init__(self) -> None:
+        self.answers: list[bytes] = []
+
+    def channel(self, run: Any) -> "_Recorder":
+        return self
+
+    async def message(self, data: bytes) -> None:
         json.loads(data)
 
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        raise mcpkit.PeerError("no client here")
+    async def answer(self, answer: jsonrpc.Answer) -> None:
+        self.answers.append(answer.encode())
+
+    async def reply(self, answer: jsonrpc.Answer, origin: Any) -> None:
+        self.answers.append(answer.encode())
+
+    async def send_batch(self, answers: list[jsonrpc.Answer], origin: Any) -> None:
+        self.answers.append(jsonrpc.encode_batch([a.encode() for a in answers]))
+
+    def done(self) -> None:
+        return None
+
+    async def elsewhere(self, action: Any) -> None:
+        return None
 
 
 APP = _app()
@@ -149,23 +173,21 @@ APP = _app()
 @FAST
 @given(messages(), st.booleans())
 def test_every_request_gets_exactly_one_well_formed_answer(msg: dict[str, Any], handshake_first: bool) -> None:
-    conn = APP.new_connection()
-    dispatcher = Dispatcher(APP)
+    """Through the session core and its runner, as every transport serves requests."""
+    core = ServerSession(APP.new_connection())
+    out = _Recorder()
     if handshake_first:
-        conn.receive(json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+        core.receive(json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize",
                                  "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}}}).encode())
-    answers: list[bytes] = []
 
     async def serve() -> None:
-        for ev in conn.receive(json.dumps(msg).encode()):
-            if isinstance(ev, RequestReceived):
-                data = await dispatcher.handle(ev, _Peer(), InFlight())
-                assert data is not None  # nothing cancelled it: it must answer
-                answers.append(data)
-            elif isinstance(ev, Reply):
-                answers.append(ev.data)
+        async with trio.open_nursery() as nursery:
+            runner = SessionRunner(core, Dispatcher(APP), out, nursery)
+            await runner.feed(json.dumps(msg).encode())
 
     trio.run(serve)
+    assert core.load == 0 and not core.running
+    answers = out.answers
     is_request = msg.get("jsonrpc") == "2.0" and "id" in msg and isinstance(msg["id"], (int, str)) and not isinstance(msg["id"], bool)
     if is_request and isinstance(msg.get("method"), str) and not msg["method"].startswith("notifications/"):
         assert len(answers) == 1, (msg, answers)

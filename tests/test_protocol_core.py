@@ -25,7 +25,7 @@ def frame(**msg: Any) -> bytes:
 
 def reply_of(events: list[Any]) -> dict[str, Any]:
     assert len(events) == 1 and isinstance(events[0], Reply), events
-    return json.loads(events[0].data)
+    return json.loads(events[0].answer.encode())
 
 
 def init(c: ServerConnection, version: str = "2025-06-18") -> dict[str, Any]:

@@ -98,7 +98,7 @@ def test_all_sessions_replay_stores_share_one_bound(hostile: dict[str, str]) -> 
 
 
 def test_replay_budget_drops_the_oldest_messages_of_any_store() -> None:
-    from mcpkit.transports.http.sessions import ReplayBudget, ReplayStore
+    from mcpkit.transports.http.session_state import ReplayBudget, ReplayStore
 
     budget = ReplayBudget(10)
     a, b = ReplayStore(100, 8, budget), ReplayStore(100, 8, budget)
@@ -107,7 +107,7 @@ def test_replay_budget_drops_the_oldest_messages_of_any_store() -> None:
     a.append("1", 2, b"cc")
     assert budget.used == 10 and len(a) == 2 and len(b) == 1
     b.append("1", 2, b"dddd")  # 14 > 10: a's "aaaa" (the oldest of all) goes
-    assert [d for _, _, d in a] == [b"cc"] and [d for _, _, d in b] == [b"bbbb", b"dddd"] and budget.used == 10
+    assert [d for _, _, d, _ in a] == [b"cc"] and [d for _, _, d, _ in b] == [b"bbbb", b"dddd"] and budget.used == 10
     b.clear()  # a session ended: its bytes are free at once
     assert budget.used == 2
     for seq in range(3, 500):  # the budget's bookkeeping stays small however long it runs
@@ -121,7 +121,7 @@ def test_the_replay_streams_in_redis_keep_only_what_can_be_replayed_within_the_b
     kept, and a stream keeps at most event_store_bytes of events, the oldest going first
     (it kept the newest whatever its size, and trimmed by an approximate count before)."""
     from mcpkit.server.redis_link import RedisLink
-    from mcpkit.transports.http.shared_sessions import SharedSessions
+    from mcpkit.transports.http.shared_sessions import RedisBackend
 
     from .scaleout_fixtures import RedisServer
 
@@ -140,7 +140,7 @@ def test_the_replay_streams_in_redis_keep_only_what_can_be_replayed_within_the_b
         async def append_three() -> None:
             link = RedisLink(redis.url)
             async with link.client:
-                shared = SharedSessions(link, 60, 1000, MIB)
+                shared = RedisBackend(link, 60, 1000, MIB)
                 for _ in range(3):
                     await shared.append("s", "1", b'"' + b"a" * 400_000 + b'"', False)
 

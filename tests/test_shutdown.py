@@ -92,7 +92,8 @@ def test_stdio_a_tool_that_ignores_cancellation_cannot_hold_the_exit(shutdown_en
         assert srv.proc.wait(2 * STOP_BOUND_S) == 1  # it did not stop cleanly: say so
         assert time.monotonic() - started < 2 * STOP_BOUND_S
         assert _is_shutdown_error(answers["nap"]) and _is_shutdown_error(answers["deaf"]), answers
-        assert b"did not stop within" in srv.stderr and b"Traceback" not in srv.stderr
+        stderr = srv.all_stderr()
+        assert b"did not stop within" in stderr and b"Traceback" not in stderr
 
 
 def test_stdio_batch_in_flight_is_answered_as_a_batch(shutdown_env: dict[str, str]) -> None:

@@ -14,7 +14,7 @@ import logging
 import shlex
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Iterable, Sequence
 
 import trio
 
@@ -125,6 +125,11 @@ class Client(Connecting):
                 return result
             params = await self._answer_inputs(session, params, result)
         raise BadResponse(f"the server still wanted input after {self.settings.max_input_rounds} rounds")
+
+    async def answer_requests(self, requests: Any, *, skip: Iterable[str] = (), kind: str = "input request") -> dict[str, Any]:
+        """Answers to a map of input requests (multi round-trip, or a task's), through this
+        client's callbacks (elicitation, sampling, roots); keys in ``skip`` were answered before."""
+        return await self._ready_session().answer_requests(requests, skip=skip, kind=kind)
 
     async def _answer_inputs(self, session: Session, params: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         responses = await session.answer_requests(result.get("inputRequests"))

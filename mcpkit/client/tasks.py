@@ -4,15 +4,21 @@ answered with a task, answer what it asks along the way, cancel it, or pick it u
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 import trio
 
 from .errors import BadResponse, McpError, from_rpc
 from .results import CallResult
 
-if TYPE_CHECKING:
-    from .client import Client
+
+
+class TaskClient(Protocol):
+    """What a task handle needs of the client that made it."""
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> Any: ...
+
+    async def answer_requests(self, requests: Any, *, skip: Iterable[str] = (), kind: str = "input request") -> dict[str, Any]: ...
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 #: called with the task's latest state (a DetailedTask) each time it is polled
@@ -27,7 +33,7 @@ class TaskCancelled(McpError):
 class TaskHandle:
     """A task on the server: ``await handle.wait()`` for its result, ``await handle.cancel()``."""
 
-    def __init__(self, client: "Client", task_id: str, state: dict[str, Any] | None = None) -> None:
+    def __init__(self, client: TaskClient, task_id: str, state: dict[str, Any] | None = None) -> None:
         self.client = client
         self.task_id = task_id
         self.state: dict[str, Any] = dict(state or {"taskId": task_id})
@@ -84,8 +90,7 @@ class TaskHandle:
                 await trio.sleep(self.poll_interval)
 
     async def _answer(self, requests: Any) -> None:
-        responses = await self.client._ready_session().answer_requests(
-            requests, skip=self._answered, kind="task input request")
+        responses = await self.client.answer_requests(requests, skip=self._answered, kind="task input request")
         if responses:
             await self.client.request("tasks/update", {"taskId": self.task_id, "inputResponses": responses})
             self._answered.update(responses)

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 import pluggy
 
 from ..server.app import App, PluginInfo
-from ..server.errors import DefinitionError
+from ..server.errors import DefinitionError, PluginError
 from ..server.middleware import Chain, MiddlewareDef
 from ..server.registry import DuplicateName, Registry
 from ..server.resources import ResourceDef
@@ -24,10 +24,6 @@ from .naming import RESERVED, Naming, resolution_hint
 log = logging.getLogger("mcpkit.plugins")
 GROUP = "mcpkit.plugins"
 _ITEM_HOOKS = ("mcpkit_tools", "mcpkit_resources", "mcpkit_prompts", "mcpkit_completions")
-
-
-class PluginError(Exception):
-    """A plugin could not be loaded and --strict was given, or two plugins clash."""
 
 
 __all__ = ["PluginError", "Loaded", "discover", "load", "load_objects", "build_app", "lifespans", "cli_commands"]
@@ -172,13 +168,50 @@ def _warn(info: PluginInfo, problem: str, strict: bool) -> None:
     log.warning("plugin %s: %s", info.name, problem)
 
 
-def call_for(pm: pluggy.PluginManager, hook: str, plugin: str, config: Config) -> Any:
-    """Call one plugin's implementation of ``hook`` with the arguments it names."""
-    for impl in getattr(pm.hook, hook).get_hookimpls():
-        if impl.plugin_name == plugin:
-            kwargs = {"config": _own_table(config, plugin)} if "config" in impl.argnames else {}
-            return impl.function(**kwargs)
-    return None
+def call_for(pm: pluggy.PluginManager, hook: str, plugin: str, config: Config) -> list[Any]:
+    """Call one plugin's implementation of ``hook`` the way pluggy calls hooks: inside every
+    wrapper any plugin put on it (``wrapper=True`` / ``hookwrapper=True``), which see and may
+    change its result. Returns the results (normally one; empty if the plugin does not
+    implement the hook), as the wrappers left them.
+
+    The hook is called once per plugin, not once for all, because each plugin gets its own
+    ``config`` table and what it returns is served under its name; the call goes through
+    pluggy's own executor (what ``pm.hook.NAME(...)`` runs), so tracing and call monitoring
+    set on the manager see it too.
+    """
+    caller = getattr(pm.hook, hook)
+    impls = [i for i in caller.get_hookimpls() if i.wrapper or i.hookwrapper or i.plugin_name == plugin]
+    if not any(i.plugin_name == plugin and not (i.wrapper or i.hookwrapper) for i in impls):
+        return []
+    kwargs = {"config": _own_table(config, plugin), "plugin": plugin}
+    result = pm._hookexec(caller.name, impls, kwargs, False)
+    return list(result) if isinstance(result, list) else [result]
+
+
+def call_order(pm: pluggy.PluginManager, hook: str) -> list[str]:
+    """The plugins implementing ``hook``, ``tryfirst`` ones first and ``trylast`` ones last, as
+    pluggy orders them; among equals they keep the order they were loaded in (pluggy itself
+    would call the last registered first, which would reverse every listing)."""
+    impls = [i for i in getattr(pm.hook, hook).get_hookimpls() if not (i.wrapper or i.hookwrapper)]
+    loaded = [name for name, _ in pm.list_name_plugin()]
+
+    def rank(impl: Any) -> tuple[int, int]:
+        group = 0 if impl.tryfirst else 2 if impl.trylast else 1
+        return group, loaded.index(impl.plugin_name) if impl.plugin_name in loaded else len(loaded)
+
+    return [i.plugin_name for i in sorted(impls, key=rank)]
+
+
+def _flat(results: list[Any], hook: str) -> list[Any]:
+    """The items of list-returning hooks, every result checked to be a list."""
+    out: list[Any] = []
+    for items in results:
+        if items is None:
+            continue
+        if not isinstance(items, (list, tuple)):
+            raise ValueError(f"{hook} returned {type(items).__name__}; it must return a list")
+        out.extend(items)
+    return out
 
 
 def _own_table(config: Config, plugin: str) -> dict[str, Any]:
@@ -192,20 +225,24 @@ def build_app(loaded: Loaded, config: Config, settings: Settings, *, strict: boo
 
     Two plugins offering one name stop the build with a message naming both and the setting that
     resolves it, unless ``keep_conflicts`` (``mcpkit plugins``): then the first keeps the name
-    and the clash is recorded on the second plugin's info.
+    and the clash is recorded on the second plugin's info. Each kind is listed, and middleware
+    of equal ``order`` nest, in the order pluggy calls the plugins' hooks, so ``tryfirst`` and
+    ``trylast`` on a hook implementation take effect.
     """
+    pm = loaded.manager
     registry = Registry()
-    middleware: list[MiddlewareDef] = []
+    staged_of: dict[str, Registry] = {}
+    middleware_of: dict[str, list[MiddlewareDef]] = {}
     for info in loaded.infos:
         if not info.loaded:
             continue
         staged = Registry(owner=dict(registry.owner))
         try:
             naming = Naming.from_table(info.name, config.for_plugin(info.name))
-            offered = _collect(loaded.manager, info, config, naming, staged, strict, keep_conflicts)
+            offered = _collect(pm, info, config, naming, staged, strict, keep_conflicts)
             for old in naming.unused(offered):
                 _warn(info, f"rename: the plugin offers nothing named {old!r}", strict)
-            mws = [_as_middleware(m, info.name) for m in call_for(loaded.manager, "mcpkit_middleware", info.name, config) or []]
+            mws = [_as_middleware(m, info.name) for m in _flat(call_for(pm, "mcpkit_middleware", info.name, config), "mcpkit_middleware")]
         except PluginError:
             raise
         except (ValueError, DefinitionError) as exc:
@@ -214,10 +251,19 @@ def build_app(loaded: Loaded, config: Config, settings: Settings, *, strict: boo
         except Exception as exc:
             _fail(info, f"setup failed: {type(exc).__name__}: {exc}", strict)
             continue
-        _merge(registry, staged)
-        middleware.extend(mws)
+        registry.owner.update(staged.owner)
+        staged_of[info.name] = staged
+        middleware_of[info.name] = mws
+    _merge(registry, staged_of, pm)
+    middleware = [mw for name in _ordered(pm, "mcpkit_middleware", middleware_of) for mw in middleware_of[name]]
     return App(registry=registry, settings=settings, plugins=loaded.infos, middleware=Chain(middleware),
                verifier_factories=_verifier_factories(loaded, config, strict))
+
+
+def _ordered(pm: pluggy.PluginManager, hook: str, names: Iterable[str]) -> list[str]:
+    """``names`` in the order pluggy calls their ``hook`` (those not implementing it last)."""
+    rank = {name: i for i, name in enumerate(call_order(pm, hook))}
+    return sorted(names, key=lambda n: rank.get(n, len(rank)))
 
 
 def _collect(pm: pluggy.PluginManager, info: PluginInfo, config: Config, naming: Naming, staged: Registry,
@@ -225,12 +271,7 @@ def _collect(pm: pluggy.PluginManager, info: PluginInfo, config: Config, naming:
     """Stage one plugin's items; returns the names and URIs it offers (before renaming)."""
     offered: set[str] = set()
     for hook in _ITEM_HOOKS:
-        items = call_for(pm, hook, info.name, config)
-        if items is None:
-            continue
-        if not isinstance(items, (list, tuple)):
-            raise ValueError(f"{hook} returned {type(items).__name__}; it must return a list")
-        for item in items:
+        for item in _flat(call_for(pm, hook, info.name, config), hook):
             original = getattr(item, "uri", None) if isinstance(item, ResourceDef) else getattr(item, "name", None)
             if original:
                 offered.add(original)
@@ -266,9 +307,11 @@ def _verifier_factories(loaded: Loaded, config: Config, strict: bool) -> dict[st
         if not info.loaded:
             continue
         try:
-            offered = call_for(loaded.manager, "mcpkit_token_verifiers", info.name, config) or {}
-            if not isinstance(offered, dict) or not all(isinstance(k, str) and callable(v) for k, v in offered.items()):
-                raise TypeError("mcpkit_token_verifiers must return {name: factory}")
+            offered: dict[str, Any] = {}
+            for result in call_for(loaded.manager, "mcpkit_token_verifiers", info.name, config):
+                if not isinstance(result, dict) or not all(isinstance(k, str) and callable(v) for k, v in result.items()):
+                    raise TypeError("mcpkit_token_verifiers must return {name: factory}")
+                offered.update(result)
         except Exception as exc:
             _fail(info, f"token verifiers failed: {type(exc).__name__}: {exc}", strict)
             continue
@@ -279,23 +322,28 @@ def _verifier_factories(loaded: Loaded, config: Config, strict: bool) -> dict[st
     return out
 
 
-def _merge(into: Registry, staged: Registry) -> None:
-    into.tools.update(staged.tools)
-    into.prompts.update(staged.prompts)
-    into.resources.extend(staged.resources)
-    into.templates.extend(staged.templates)
-    into.completions.extend(staged.completions)
-    into.owner.update(staged.owner)
+def _merge(into: Registry, staged_of: dict[str, Registry], pm: pluggy.PluginManager) -> None:
+    """Each kind of item from every plugin, plugins in the order pluggy calls that kind's hook."""
+    for name in _ordered(pm, "mcpkit_tools", staged_of):
+        into.tools.update(staged_of[name].tools)
+    for name in _ordered(pm, "mcpkit_prompts", staged_of):
+        into.prompts.update(staged_of[name].prompts)
+    for name in _ordered(pm, "mcpkit_resources", staged_of):
+        into.resources.extend(staged_of[name].resources)
+        into.templates.extend(staged_of[name].templates)
+    for name in _ordered(pm, "mcpkit_completions", staged_of):
+        into.completions.extend(staged_of[name].completions)
 
 
 def lifespans(loaded: Loaded, config: Config) -> list[tuple[str, Any]]:
-    """(plugin, async context manager) for each loaded plugin that has a lifespan."""
+    """(plugin, async context manager) for each loaded plugin that has a lifespan, entered in
+    the order pluggy calls ``mcpkit_lifespan``."""
+    loaded_names = [info.name for info in loaded.infos if info.loaded]
     out = []
-    for info in loaded.infos:
-        if info.loaded:
-            cm = call_for(loaded.manager, "mcpkit_lifespan", info.name, config)
+    for name in _ordered(loaded.manager, "mcpkit_lifespan", loaded_names):
+        for cm in call_for(loaded.manager, "mcpkit_lifespan", name, config):
             if cm is not None:
-                out.append((info.name, cm))
+                out.append((name, cm))
     return out
 
 
@@ -304,7 +352,7 @@ def cli_commands(loaded: Loaded) -> list[Any]:
     for info in loaded.infos:
         if info.loaded:
             try:
-                commands.extend(call_for(loaded.manager, "mcpkit_cli_commands", info.name, Config()) or [])
+                commands.extend(_flat(call_for(loaded.manager, "mcpkit_cli_commands", info.name, Config()), "mcpkit_cli_commands"))
             except Exception as exc:
                 log.error("plugin %s: CLI commands failed: %s: %s", info.name, type(exc).__name__, exc)
     return commands

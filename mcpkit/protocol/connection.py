@@ -11,18 +11,20 @@ from __future__ import annotations
 import itertools
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 import msgspec
 
-from . import jsonrpc
-from .jsonrpc import Invalid, Message, ProtocolError, RequestId
+from . import http_rules, jsonrpc
+from .jsonrpc import Answer, Invalid, Message, ProtocolError, RequestId
 from .types import (
     META_PROTOCOL_VERSION,
     CancelledParams,
     InitializeParams,
     LogLevel,
     MetaOnly,
+    PARAMS_TYPES,
+    Params,
     SetLevelParams,
     StatelessMeta,
     SubscribeParams,
@@ -30,6 +32,7 @@ from .types import (
 from .versions import HANDSHAKE_VERSIONS, STATELESS_VERSIONS, Features, features, negotiate
 
 _META_KEY = META_PROTOCOL_VERSION.encode()
+T = TypeVar("T")
 #: Methods the stateless era removed; asking for them there is "method not found".
 REMOVED_IN_STATELESS = frozenset(
     {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
@@ -58,6 +61,19 @@ class RequestReceived:
     #: who owns what this request creates (tasks) when there is no principal: the stdio
     #: connection, or everyone ("anonymous", an open HTTP endpoint)
     owner: str = "anonymous"
+    #: the HTTP request's headers (lower-case names) where the Streamable HTTP binding's header
+    #: rules apply (stateless era); None elsewhere
+    headers: dict[str, str] | None = None
+    #: params decoded into their method's type (see :meth:`params_as`)
+    typed: Any = None
+
+    def params_as(self, type_: type[T]) -> T:
+        """The params decoded into ``type_`` (INVALID_PARAMS when they do not fit), decoded once
+        however many readers (header rules, middleware, the handler) ask."""
+        typed = self.typed
+        if type(typed) is not type_:
+            typed = self.typed = jsonrpc.decode_params(self.params, type_)
+        return typed
 
 
 @dataclass(slots=True)
@@ -83,9 +99,9 @@ class ResponseReceived:
 
 @dataclass(slots=True)
 class Reply:
-    """Bytes to send back at once (lifecycle answers and protocol errors)."""
+    """An answer to send back at once (lifecycle answers and protocol errors)."""
 
-    data: bytes
+    answer: Answer
 
 
 @dataclass(slots=True)
@@ -115,11 +131,14 @@ class ServerConnection:
     subscriptions: set[str] = field(default_factory=set)
     #: the owner stamped on this connection's requests (see RequestReceived.owner)
     owner: str = "anonymous"
+    #: counts changes of the state above (initialized, log level, subscriptions), so a
+    #: transport that keeps it elsewhere knows when to write it
+    revision: int = 0
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     # -- incoming ------------------------------------------------------------------------------
 
-    def receive(self, data: bytes, *, stateless: bool | None = None) -> list[Event]:
+    def receive(self, data: bytes, *, stateless: bool | None = None, headers: dict[str, str] | None = None) -> list[Event]:
         """Take one frame; return what to do about it.
 
         ``stateless`` is the transport's word on the era (HTTP knows it from headers); None lets
@@ -128,34 +147,40 @@ class ServerConnection:
         try:
             decoded = jsonrpc.decode(data)
         except ProtocolError as exc:
-            return [Reply(jsonrpc.encode_error(None, exc))]
+            return [Reply(Answer.failure(None, exc))]
         if isinstance(decoded, list):
             return [self._batch(decoded)]
-        return self._one(decoded, stateless)
+        return self._one(decoded, stateless, headers)
 
-    def receive_message(self, msg: Message | Invalid, *, stateless: bool | None = None) -> list[Event]:
-        """Like :meth:`receive` for a message the transport already decoded."""
-        return self._one(msg, stateless)
+    def receive_message(self, msg: Message | Invalid, *, stateless: bool | None = None,
+                        headers: dict[str, str] | None = None) -> list[Event]:
+        """Like :meth:`receive` for a message the transport already decoded.
+
+        ``headers`` (lower-case names) are the HTTP request's, where the Streamable HTTP
+        binding's header rules apply to a stateless-era request: they are checked here, in the
+        order the spec's validation implies, and kept on the request for the rules that need
+        the tool (``Mcp-Param-*``)."""
+        return self._one(msg, stateless, headers)
 
     def _batch(self, items: list[Message | Invalid]) -> Event:
         if not items:
-            return Reply(jsonrpc.encode_error(None, ProtocolError(jsonrpc.INVALID_REQUEST, "Invalid Request: empty batch")))
+            return Reply(Answer.failure(None, ProtocolError(jsonrpc.INVALID_REQUEST, "Invalid Request: empty batch")))
         if self.version is None or not features(self.version).batches:
             err = ProtocolError(jsonrpc.INVALID_REQUEST, "Invalid Request: JSON-RPC batches are only accepted in protocol version 2025-03-26")
-            return Reply(jsonrpc.encode_error(None, err))
+            return Reply(Answer.failure(None, err))
         events: list[Event] = []
         for item in items:
             if isinstance(item, Message) and item.method == "initialize":
                 rid = item.id if isinstance(item.id, (int, str)) else None
                 err = ProtocolError(jsonrpc.INVALID_REQUEST, "Invalid Request: initialize must not be part of a batch")
-                events.append(Reply(jsonrpc.encode_error(rid, err)))
+                events.append(Reply(Answer.failure(rid, err)))
             else:
                 events.extend(self._one(item, False))
         return Batch(events)
 
-    def _one(self, msg: Message | Invalid, stateless: bool | None) -> list[Event]:
+    def _one(self, msg: Message | Invalid, stateless: bool | None, headers: dict[str, str] | None = None) -> list[Event]:
         if isinstance(msg, Invalid):
-            return [Reply(jsonrpc.encode_error(msg.id, ProtocolError(jsonrpc.INVALID_REQUEST, f"Invalid Request: {msg.reason}")))]
+            return [Reply(Answer.failure(msg.id, ProtocolError(jsonrpc.INVALID_REQUEST, f"Invalid Request: {msg.reason}")))]
         if msg.is_response:
             assert msg.id is not msgspec.UNSET and msg.id is not None
             result = None if msg.result is msgspec.UNSET else msgspec.json.decode(msg.result)
@@ -164,20 +189,21 @@ class ServerConnection:
         if msg.is_notification:
             return self._notification(msg)
         try:
-            event = self._request(msg, stateless)
+            event = self._request(msg, stateless, headers)
         except ProtocolError as exc:
-            return [Reply(jsonrpc.encode_error(msg.id, exc))]  # type: ignore[arg-type]
+            return [Reply(Answer.failure(msg.id, exc))]  # type: ignore[arg-type]
         except Exception:  # a bug here must cost one answer, never the connection
             logging.getLogger("mcpkit.protocol").exception("internal error handling %s", msg.method)
-            return [Reply(jsonrpc.encode_error(msg.id, ProtocolError(jsonrpc.INTERNAL_ERROR, "Internal error")))]  # type: ignore[arg-type]
+            return [Reply(Answer.failure(msg.id, ProtocolError(jsonrpc.INTERNAL_ERROR, "Internal error")))]  # type: ignore[arg-type]
         return [event]
 
     def _notification(self, msg: Message) -> list[Event]:
         method = msg.method
         assert isinstance(method, str)
         if method == "notifications/initialized":
-            if self.version is not None:
+            if self.version is not None and not self.initialized:
                 self.initialized = True
+                self.revision += 1
             return []
         if method == "notifications/cancelled":
             try:
@@ -190,7 +216,7 @@ class ServerConnection:
             return [CancelRequested(params.requestId, reason)]
         return [NotificationReceived(method, msg.params)]
 
-    def _request(self, msg: Message, stateless: bool | None) -> Event:
+    def _request(self, msg: Message, stateless: bool | None, headers: dict[str, str] | None = None) -> Event:
         method = msg.method
         assert isinstance(method, str) and isinstance(msg.id, (int, str))
         if stateless is None:
@@ -198,43 +224,56 @@ class ServerConnection:
                 msg.params is not msgspec.UNSET and _META_KEY in bytes(msg.params)
             )
         if stateless:
-            return self._stateless_request(msg, method)
+            return self._stateless_request(msg, method, headers)
         return self._handshake_request(msg, method)
 
-    def _stateless_request(self, msg: Message, method: str) -> Event:
-        envelope = parse_envelope(msg.params)
+    def _stateless_request(self, msg: Message, method: str, headers: dict[str, str] | None) -> Event:
+        version = None
+        if headers is not None:
+            version = headers.get("mcp-protocol-version")
+            if version is None:
+                raise http_rules.mismatch("the MCP-Protocol-Version header is required")
+        typed = jsonrpc.decode_params(msg.params, PARAMS_TYPES.get(method, Params))
+        envelope = envelope_of(typed.meta)
+        if version is not None and version.strip() != envelope.protocolVersion:
+            raise http_rules.mismatch(f"MCP-Protocol-Version header {version!r} does not match _meta protocolVersion {envelope.protocolVersion!r}")
         if envelope.protocolVersion not in STATELESS_VERSIONS:
             raise unsupported_version(envelope.protocolVersion)
         if method in REMOVED_IN_STATELESS:
             raise ProtocolError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method} does not exist in protocol version {envelope.protocolVersion}")
+        if headers is not None:
+            http_rules.check_standard_headers(headers, method, typed)
         info = {} if envelope.clientInfo is msgspec.UNSET else envelope.clientInfo
         level = None if envelope.logLevel is msgspec.UNSET else envelope.logLevel
         return RequestReceived(
             msg.id, method, msg.params, features(envelope.protocolVersion), envelope,  # type: ignore[arg-type]
-            info, envelope.clientCapabilities, level, owner=self.owner,
+            info, envelope.clientCapabilities, level, owner=self.owner, headers=headers, typed=typed,
         )
 
     def _handshake_request(self, msg: Message, method: str) -> Event:
         rid = msg.id
         assert isinstance(rid, (int, str))
         if method == "ping":
-            return Reply(jsonrpc.encode_result(rid, {}))
+            return Reply(Answer(rid, {}))
         if method == "initialize":
-            return Reply(jsonrpc.encode_result(rid, self._initialize(msg)))
+            return Reply(Answer(rid, self._initialize(msg)))
         if not self.allow_handshake:
             raise ProtocolError(jsonrpc.INVALID_REQUEST, "Invalid Request: this endpoint serves only stateless requests")
         if self.version is None:
             raise ProtocolError(jsonrpc.INVALID_REQUEST, "Invalid Request: the server is not initialized; send initialize first")
         if method == "logging/setLevel":
             self.log_level = jsonrpc.decode_params(msg.params, SetLevelParams).level
-            return Reply(jsonrpc.encode_result(rid, {}))
+            self.revision += 1
+            return Reply(Answer(rid, {}))
         if method in ("resources/subscribe", "resources/unsubscribe"):
             uri = jsonrpc.decode_params(msg.params, SubscribeParams).uri
             if method == "resources/subscribe":
                 self.subscriptions.add(uri)
+                self.revision += 1
             else:
                 self.subscriptions.discard(uri)
-            return Reply(jsonrpc.encode_result(rid, {}))
+                self.revision += 1
+            return Reply(Answer(rid, {}))
         return RequestReceived(
             rid, method, msg.params, features(self.version), None,
             self.client_info, self.client_capabilities, self.log_level, owner=self.owner,
@@ -287,6 +326,11 @@ def parse_envelope(params: Union[msgspec.Raw, msgspec.UnsetType]) -> StatelessMe
             meta = msgspec.json.decode(params, type=MetaOnly).meta
         except msgspec.DecodeError:
             raise ProtocolError(jsonrpc.INVALID_PARAMS, "Invalid params: params must be an object") from None
+    return envelope_of(meta)
+
+
+def envelope_of(meta: Any) -> StatelessMeta:
+    """Check the ``_meta`` of a stateless-era request as an envelope; a missing field is -32602."""
     if not isinstance(meta, dict):
         raise ProtocolError(jsonrpc.INVALID_PARAMS, "Invalid params: _meta is required and must carry io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities")
     try:

@@ -31,15 +31,16 @@ def decode_header_value(value: str, header: str) -> str:
             return base64.b64decode(raw, validate=True).decode("utf-8")
         except (binascii.Error, ValueError, UnicodeDecodeError):
             raise mismatch(f"{header} carries invalid base64") from None
-    if any(ord(c) < 0x20 and c != "\t" or ord(c) > 0x7E for c in value):
+    if not (value.isascii() and value.isprintable()) and any(ord(c) < 0x20 and c != "\t" or ord(c) > 0x7E for c in value):
         raise mismatch(f"{header} contains characters not allowed in a header value")
     return value
 
 
-def check_standard_headers(headers: Mapping[str, str], method: str, params: Mapping[str, Any]) -> None:
+def check_standard_headers(headers: Mapping[str, str], method: str, params: Any) -> None:
     """``Mcp-Method`` must equal the body's method; ``Mcp-Name`` its name or uri where required.
 
-    ``headers`` has lower-case names.
+    ``headers`` has lower-case names; ``params`` are the decoded params (a typed struct, or a
+    mapping).
     """
     got = headers.get("mcp-method")
     if got is None:
@@ -52,7 +53,7 @@ def check_standard_headers(headers: Mapping[str, str], method: str, params: Mapp
     name = headers.get("mcp-name")
     if name is None:
         raise mismatch(f"the Mcp-Name header is required for {method}")
-    body_value = params.get(key)
+    body_value = params.get(key) if isinstance(params, Mapping) else getattr(params, key, None)
     if decode_header_value(name, "Mcp-Name") != body_value:
         raise mismatch(f"Mcp-Name header value does not match body {key} {body_value!r}")
 

@@ -254,6 +254,35 @@ def encode_batch(frames: list[bytes]) -> bytes:
     return b"[" + b",".join(frames) + b"]"
 
 
+class Answer:
+    """The answer to one request, kept typed until the transport's edge encodes it once: the
+    HTTP status, a step-up challenge or a log line are read from it, not from bytes."""
+
+    __slots__ = ("id", "result", "error")
+
+    def __init__(self, request_id: RequestId | None, result: Any = None, error: ErrorObject | None = None) -> None:
+        self.id = request_id
+        self.result = result
+        self.error = error
+
+    @classmethod
+    def failure(cls, request_id: RequestId | None, exc: ProtocolError) -> "Answer":
+        return cls(request_id, None, exc.to_object())
+
+    @property
+    def code(self) -> int | None:
+        """The error code, or None for a result."""
+        return None if self.error is None else self.error.code
+
+    def encode(self) -> bytes:
+        if self.error is not None:
+            return _encoder.encode(_ErrorResponse("2.0", self.id, self.error))
+        return _encoder.encode(_Response("2.0", self.id, self.result))  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"Answer({self.id!r}, error={self.error!r})" if self.error is not None else f"Answer({self.id!r}, result)"
+
+
 def decode_params(raw: msgspec.Raw | msgspec.UnsetType, type_: type[Any]) -> Any:
     """Decode a request's params into ``type_``; bad params become INVALID_PARAMS."""
     data = b"{}" if raw is msgspec.UNSET else raw

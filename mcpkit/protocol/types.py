@@ -129,6 +129,17 @@ class StatelessMeta(msgspec.Struct, kw_only=True):
     progressToken: Union[ProgressToken, UnsetType] = UNSET
 
 
+#: Each request method's params type: a request's params are decoded into it once
+#: (``RequestReceived.params_as``); methods not named here decode as bare :class:`Params`.
+PARAMS_TYPES: dict[str, type[Params]] = {
+    "tools/call": CallToolParams, "prompts/get": GetPromptParams, "resources/read": ReadResourceParams,
+    "tools/list": PaginatedParams, "prompts/list": PaginatedParams, "resources/list": PaginatedParams,
+    "resources/templates/list": PaginatedParams, "completion/complete": CompleteParams,
+    "tasks/get": TaskParams, "tasks/update": UpdateTaskParams, "tasks/cancel": TaskParams,
+    "subscriptions/listen": ListenParams,
+}
+
+
 class MetaOnly(msgspec.Struct):
     """Just enough of any request's params to route it."""
 
@@ -138,18 +149,24 @@ class MetaOnly(msgspec.Struct):
 # --- content blocks (also the public API for tool authors) ----------------------------------
 
 class Annotations(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Hints on a content block or resource: who it is for, how important, when it changed."""
+
     audience: Union[list[Literal["user", "assistant"]], UnsetType] = UNSET
     priority: Union[float, UnsetType] = UNSET
     lastModified: Union[str, UnsetType] = UNSET
 
 
 class TextContent(msgspec.Struct, tag="text", tag_field="type", kw_only=True, omit_defaults=True):
+    """A block of text in a tool result or prompt message."""
+
     text: str
     annotations: Union[Annotations, UnsetType] = UNSET
     meta: Union[Meta, UnsetType] = field(default=UNSET, name="_meta")
 
 
 class ImageContent(msgspec.Struct, tag="image", tag_field="type", kw_only=True, omit_defaults=True):
+    """An image (base64 ``data`` and its ``mimeType``) in a tool result or prompt message."""
+
     data: str  # base64
     mimeType: str
     annotations: Union[Annotations, UnsetType] = UNSET
@@ -157,6 +174,8 @@ class ImageContent(msgspec.Struct, tag="image", tag_field="type", kw_only=True, 
 
 
 class AudioContent(msgspec.Struct, tag="audio", tag_field="type", kw_only=True, omit_defaults=True):
+    """Audio (base64 ``data`` and its ``mimeType``); revisions before 2025-03-26 get a text stand-in."""
+
     data: str  # base64
     mimeType: str
     annotations: Union[Annotations, UnsetType] = UNSET
@@ -164,6 +183,8 @@ class AudioContent(msgspec.Struct, tag="audio", tag_field="type", kw_only=True, 
 
 
 class ResourceLink(msgspec.Struct, tag="resource_link", tag_field="type", kw_only=True, omit_defaults=True):
+    """A link to a resource the client may read; revisions before 2025-06-18 get a text stand-in."""
+
     uri: str
     name: str
     title: Union[str, UnsetType] = UNSET
@@ -175,6 +196,8 @@ class ResourceLink(msgspec.Struct, tag="resource_link", tag_field="type", kw_onl
 
 
 class TextResourceContents(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The text of a resource, as ``resources/read`` returns it."""
+
     uri: str
     text: str
     mimeType: Union[str, UnsetType] = UNSET
@@ -182,6 +205,8 @@ class TextResourceContents(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class BlobResourceContents(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The bytes of a resource (base64 ``blob``), as ``resources/read`` returns them."""
+
     uri: str
     blob: str  # base64
     mimeType: Union[str, UnsetType] = UNSET
@@ -192,6 +217,8 @@ ResourceContents = Union[TextResourceContents, BlobResourceContents]
 
 
 class EmbeddedResource(msgspec.Struct, tag="resource", tag_field="type", kw_only=True, omit_defaults=True):
+    """A resource's contents carried inside a tool result or prompt message."""
+
     resource: Union[TextResourceContents, BlobResourceContents]
     annotations: Union[Annotations, UnsetType] = UNSET
     meta: Union[Meta, UnsetType] = field(default=UNSET, name="_meta")
@@ -202,5 +229,7 @@ CONTENT_TYPES = (TextContent, ImageContent, AudioContent, ResourceLink, Embedded
 
 
 class PromptMessage(msgspec.Struct, kw_only=True):
+    """One message of a prompt: a ``role`` and one content block."""
+
     role: Literal["user", "assistant"]
     content: Content

@@ -12,9 +12,11 @@ from ..protocol.connection import ServerConnection
 from .context import RunningRequests
 from .middleware import Chain
 from .mrtr import StateSealer
-from .registry import ChangeHub, Registry
+from .changes import ChangeHub
+from .registry import Registry
 from .settings import Settings
 from .tasks.manager import TASKS_EXTENSION, TaskManager
+from .data_dir import data_dir
 from .redis_link import RedisLink
 from .tasks.redis_store import RedisTaskStore
 from .tasks.sqlite_store import SqliteTaskStore
@@ -67,8 +69,6 @@ class App:
             return RedisTaskStore(self.shared)
         if s.task_store == "memory" or not self.task_tools():
             return MemoryTaskStore()
-        from .. import data_dir
-
         return SqliteTaskStore(s.task_store_path or data_dir() / "tasks.sqlite3")
 
     def task_tools(self) -> list[str]:

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import typing
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
 from ..protocol import jsonrpc
-from ..protocol.connection import RequestReceived, ResponseReceived
+from ..protocol.connection import RequestReceived
 from ..protocol.types import LOG_LEVELS
 from .errors import InputRequired, MissingCapability
+from .schema import Injected
 
 if TYPE_CHECKING:
-    from .app import App
-    from .tasks.manager import TaskRun
+    from .mrtr import StateSealer
+    from .changes import ChangeHub
+    from .tasks.manager import TaskManager, TaskRun
 
 _CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 _RESPONSE_KEYS = {"elicitation/create": "action", "sampling/createMessage": "content", "roots/list": "roots"}
@@ -32,51 +33,6 @@ class Peer(Protocol):
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         """Send a server-to-client request and wait for its result (handshake era)."""
-
-
-class PendingRequests:
-    """Server-to-client requests (handshake era) waiting for the client's answer."""
-
-    def __init__(self) -> None:
-        self._waiting: dict[Any, tuple[trio.Event, list[Any]]] = {}
-
-    async def ask(self, request_id: Any, send: Callable[[bytes], Awaitable[None]], method: str, params: dict[str, Any]) -> Any:
-        """Send the request with ``send`` and wait for :meth:`deliver` to bring its answer."""
-        done, box = trio.Event(), []
-        self._waiting[request_id] = (done, box)
-        try:
-            await send(jsonrpc.encode_request(request_id, method, params))
-            await done.wait()
-        finally:
-            self._waiting.pop(request_id, None)
-        response = box[0]
-        if response.error is not None:
-            raise PeerError(f"{response.error.message} ({response.error.code})")
-        return response.result
-
-    def deliver(self, response: ResponseReceived) -> bool:
-        """Hand an answer to the request waiting for it; False if none is (here)."""
-        waiter = self._waiting.get(response.id)
-        if waiter is None:
-            return False
-        waiter[1].append(response)
-        waiter[0].set()
-        return True
-
-
-class InFlight:
-    """The requests of one connection that are still running, by id, for cancellation."""
-
-    def __init__(self) -> None:
-        self.scopes: dict[Any, trio.CancelScope] = {}
-
-    def cancel(self, request_id: Any) -> bool:
-        """Cancel a running request; False if it is not running (here)."""
-        scope = self.scopes.get(request_id)
-        if scope is None:
-            return False
-        scope.cancel()
-        return True
 
 
 #: seconds the requests a shutdown stopped get to write their answers before the server stops
@@ -106,12 +62,22 @@ class RunningRequests:
             scope.cancel()
 
 
-class Context:
+class ContextServices(Protocol):
+    """What a context needs of the server: the task manager (progress, input and escalation
+    of calls running as tasks), the sealer of multi-round-trip state, and the change hub. The
+    application object offers all three."""
+
+    tasks: "TaskManager"
+    sealer: "StateSealer"
+    hub: "ChangeHub"
+
+
+class Context(Injected):
     """Progress, logging, client input and identity for the request being served."""
 
     def __init__(
         self,
-        app: "App",
+        app: ContextServices,
         request: RequestReceived,
         peer: Peer,
         *,
@@ -334,11 +300,4 @@ class SyncContext:
         trio.from_thread.check_cancelled()
 
 
-def is_context_annotation(ann: Any) -> bool:
-    """True for ``Context`` and ``Context | None``."""
-    if ann is Context:
-        return True
-    return any(a is Context for a in typing.get_args(ann)) and typing.get_origin(ann) is not None
-
-
-__all__ = ["Context", "InFlight", "PendingRequests", "Peer", "PeerError", "SyncContext", "is_context_annotation"]
+__all__ = ["Context", "ContextServices", "Peer", "PeerError", "RunningRequests", "SyncContext"]

@@ -11,9 +11,9 @@ from typing import Any, Awaitable, Callable, Iterable
 import msgspec
 import trio
 
-from ..protocol import jsonrpc
+from ..protocol import http_rules, jsonrpc
 from ..protocol.connection import RequestReceived
-from ..protocol.jsonrpc import ProtocolError
+from ..protocol.jsonrpc import Answer, ProtocolError, RequestId
 from ..protocol.types import (
     META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
@@ -32,7 +32,7 @@ from ..protocol.types import (
 from ..protocol.versions import STATELESS_VERSIONS, Features
 from .app import App
 from .auth import check_scopes, may_use
-from .context import Context, InFlight, Peer, check_response as _check_response
+from .context import Context, Peer, check_response as _check_response
 from .errors import InputRequired, MissingCapability, ResourceNotFound, ToolError, shutting_down
 from .middleware import Call, describe_call
 from .tasks.manager import TaskRun, declared, missing_extension
@@ -64,11 +64,12 @@ class Dispatcher:
             "tasks/cancel": self.cancel_task,
         }
 
-    async def handle(self, req: RequestReceived, peer: Peer, in_flight: "InFlight | None" = None) -> bytes | None:
+    async def answer(self, req: RequestReceived, peer: Peer,
+                     scopes: dict[RequestId, trio.CancelScope] | None = None) -> Answer | None:
         """Answer one request. Errors become JSON-RPC errors; nothing internal leaks out.
 
-        The request runs in one cancel scope, registered in ``in_flight`` so the client can
-        cancel it (it then answers None: no response is sent) and in the app's running
+        The request runs in one cancel scope, registered in ``scopes`` by its id so the client
+        can cancel it (it then answers None: no response is sent) and in the app's running
         requests so a server that stops can end it (it then answers -32000, "server shutting
         down"). The scope carries the request's deadline from the start (the tool's timeout,
         else ``default_timeout``): a tool that runs out answers an isError result, anything
@@ -79,27 +80,27 @@ class Dispatcher:
             work, deadline = self._plan(req, peer)
             with trio.CancelScope(deadline=deadline) as scope:
                 running.add(scope)
-                if in_flight is not None:
-                    in_flight.scopes[req.id] = scope
+                if scopes is not None:
+                    scopes[req.id] = scope
                 try:
-                    return jsonrpc.encode_result(req.id, self._finish(req, await work()))
+                    return Answer(req.id, self._finish(req, await work()))
                 finally:
                     running.scopes.discard(scope)
-                    if in_flight is not None:
-                        in_flight.scopes.pop(req.id, None)
+                    if scopes is not None and scopes.get(req.id) is scope:
+                        del scopes[req.id]
             if running.stopped:
-                return jsonrpc.encode_error(req.id, shutting_down())
+                return Answer.failure(req.id, shutting_down())
             if trio.current_time() >= deadline:  # not a cancel from the client or a shutdown
                 timeout = self.app.settings.default_timeout
-                return jsonrpc.encode_error(req.id, ProtocolError(jsonrpc.REQUEST_TIMEOUT, f"Request timed out after {timeout:g} s"))
+                return Answer.failure(req.id, ProtocolError(jsonrpc.REQUEST_TIMEOUT, f"Request timed out after {timeout:g} s"))
             return None
         except ProtocolError as exc:
-            return jsonrpc.encode_error(req.id, exc)
+            return Answer.failure(req.id, exc)
         except MissingCapability as exc:
-            return jsonrpc.encode_error(req.id, ProtocolError(jsonrpc.MISSING_CLIENT_CAPABILITY, str(exc), {"requiredCapabilities": exc.required}))
+            return Answer.failure(req.id, ProtocolError(jsonrpc.MISSING_CLIENT_CAPABILITY, str(exc), {"requiredCapabilities": exc.required}))
         except Exception:
             log.exception("internal error while serving %s", req.method)
-            return jsonrpc.encode_error(req.id, ProtocolError(jsonrpc.INTERNAL_ERROR, "Internal error"))
+            return Answer.failure(req.id, ProtocolError(jsonrpc.INTERNAL_ERROR, "Internal error"))
 
     def _plan(self, req: RequestReceived, peer: Peer) -> tuple[Work, float]:
         """The handler call that answers ``req`` (not started yet), inside the middleware that
@@ -110,10 +111,12 @@ class Dispatcher:
 
     def _plan_plain(self, req: RequestReceived, peer: Peer, call: Call | None = None) -> tuple[Work, float]:
         if req.method == "tools/call":
-            params = jsonrpc.decode_params(req.params, CallToolParams)
+            params = req.params_as(CallToolParams)
             tool = self.app.registry.tools.get(params.name)
             if tool is None:
                 raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {jsonrpc.clip(params.name)}")
+            if req.headers is not None and tool.header_params:
+                http_rules.check_param_headers(req.headers, tool.header_params, params.arguments)
             check_scopes(req.principal, tool.scopes, f"tool {tool.name}")
             deadline = trio.current_time() + self._timeout(tool)
             if call is None:
@@ -166,7 +169,7 @@ class Dispatcher:
 
     # -- lists ---------------------------------------------------------------------------------
     def _page(self, req: RequestReceived, items: list[Any], key: str, describe: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-        params = jsonrpc.decode_params(req.params, PaginatedParams)
+        params = req.params_as(PaginatedParams)
         start = 0
         if isinstance(params.cursor, str):
             try:
@@ -277,7 +280,7 @@ class Dispatcher:
 
     # -- resources -----------------------------------------------------------------------------
     async def read_resource(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
-        params = jsonrpc.decode_params(req.params, ReadResourceParams)
+        params = req.params_as(ReadResourceParams)
         found = self.app.registry.find_resource(params.uri)
         shown = jsonrpc.clip(params.uri)  # errors echo the URI once, bounded (data.uri when not found)
         if found is not None:
@@ -297,7 +300,7 @@ class Dispatcher:
 
     # -- prompts -------------------------------------------------------------------------------
     async def get_prompt(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
-        params = jsonrpc.decode_params(req.params, GetPromptParams)
+        params = req.params_as(GetPromptParams)
         prompt = self.app.registry.prompts.get(params.name)
         if prompt is None:
             raise ProtocolError(jsonrpc.INVALID_PARAMS, f"Unknown prompt: {jsonrpc.clip(params.name)}")
@@ -326,7 +329,7 @@ class Dispatcher:
         return result
 
     async def complete(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
-        params = jsonrpc.decode_params(req.params, CompleteParams)
+        params = req.params_as(CompleteParams)
         ref = params.ref.name if params.ref.type == "ref/prompt" else params.ref.uri
         context = params.context.arguments if not isinstance(params.context, msgspec.UnsetType) else {}
         values: list[str] = []
@@ -349,7 +352,7 @@ class Dispatcher:
 
     async def listen(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
         """Hold a subscription open, forwarding the change events the client opted in to."""
-        wanted = jsonrpc.decode_params(req.params, ListenParams).notifications
+        wanted = req.params_as(ListenParams).notifications
         tag = {META_SUBSCRIPTION_ID: req.id}
         honored = msgspec.to_builtins(wanted)
         task_ids: set[str] = set()
@@ -378,15 +381,15 @@ class Dispatcher:
 
     # -- tasks (the io.modelcontextprotocol/tasks extension) -------------------------------------
     async def get_task(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
-        params = jsonrpc.decode_params(req.params, TaskParams)
+        params = req.params_as(TaskParams)
         return await self.app.tasks.get(req, params.taskId)
 
     async def update_task(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
-        params = jsonrpc.decode_params(req.params, UpdateTaskParams)
+        params = req.params_as(UpdateTaskParams)
         return await self.app.tasks.update(req, params.taskId, params.inputResponses, _check_response)
 
     async def cancel_task(self, req: RequestReceived, peer: Peer) -> dict[str, Any]:
-        params = jsonrpc.decode_params(req.params, TaskParams)
+        params = req.params_as(TaskParams)
         return await self.app.tasks.cancel(req, params.taskId)
 
 

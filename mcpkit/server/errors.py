@@ -12,6 +12,11 @@ class DefinitionError(TypeError):
     naming the item and the parameter at fault."""
 
 
+class PluginError(Exception):
+    """A plugin could not be loaded and strict loading was asked for (``--strict``,
+    ``mcpkit.testing``), or two plugins offer the same name."""
+
+
 class ToolError(Exception):
     """Raise from a tool to return an ``isError`` result with this message (no traceback)."""
 

@@ -30,8 +30,11 @@ async def plugin_lifespans(app: App, lifespans: list[tuple[str, Any]], *, strict
                 log.error("plugin %s: lifespan failed, its tools are not served: %s: %s", name, type(exc).__name__, exc)
                 _drop(app, name, f"lifespan failed: {type(exc).__name__}: {exc}")
         try:
-            async with shared_state(app), app.tasks.serving():
-                yield app
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(app.hub.pump)
+                async with shared_state(app), app.tasks.serving():
+                    yield app
+                nursery.cancel_scope.cancel()
         finally:
             app.hub.close()
 
@@ -39,26 +42,23 @@ async def plugin_lifespans(app: App, lifespans: list[tuple[str, Any]], *, strict
 @contextlib.asynccontextmanager
 async def shared_state(app: App) -> AsyncIterator[None]:
     """With ``state = "redis://..."``: the link held open, the requestState secret shared, and
-    change events (list_changed, resource updates, task status) passed between processes."""
+    change events (list_changed, resource updates, task status) passed between processes: the
+    bus is one relay of the change hub, and what the bus brings arrives at its listeners."""
     link = app.shared
     if link is None:
         yield
         return
+
+    async def tell_others(event: str, arg: Any) -> None:
+        await link.publish("change", event=event, arg=arg)
+
     async with link.running(), trio.open_nursery() as nursery:
         if not app.settings.state_secret:
             nursery.start_soon(_adopt_shared_secret, app, link)
-        link.on("change", lambda m: app.hub.publish(m["event"], _arg(m["event"], m.get("arg")), remote=True))
-        nursery.start_soon(_forward_changes, app, link)
-
-        async def tell_others(event: str, arg: Any) -> None:
-            await link.publish("change", event=event, arg=arg)
-
-        app.hub.sinks.append(tell_others)
-        try:
+        link.on("change", lambda m: app.hub.arrived(m["event"], _arg(m["event"], m.get("arg"))))
+        with app.hub.relaying(tell_others):
             yield
-        finally:
-            app.hub.sinks.remove(tell_others)
-            nursery.cancel_scope.cancel()
+        nursery.cancel_scope.cancel()
 
 
 async def _adopt_shared_secret(app: App, link: Any) -> None:
@@ -69,15 +69,6 @@ async def _adopt_shared_secret(app: App, link: Any) -> None:
             return
         except StateUnavailable:
             await trio.sleep(2)
-
-
-async def _forward_changes(app: App, link: Any) -> None:
-    with app.hub.listen(local_only=True) as events:
-        async for event, arg in events:
-            try:
-                await link.publish("change", event=event, arg=arg)
-            except StateUnavailable:
-                pass  # other processes miss this hint while Redis is away (logged by the link)
 
 
 def _arg(event: str, arg: Any) -> Any:

@@ -8,10 +8,12 @@ from typing import Any, Callable, Iterable
 import msgspec
 
 from ..protocol.types import CONTENT_TYPES, PromptMessage, TextContent
-from .schema import checked_schema, param_struct
+from .schema import checked_schema, is_injected_annotation, param_struct
 
 
 class PromptDef:
+    """A prompt as the registry keeps it (what ``@mcpkit.prompt`` makes)."""
+
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -22,7 +24,6 @@ class PromptDef:
         scopes: Iterable[str] | None = None,
     ) -> None:
         from .auth import normalize_scopes
-        from .context import is_context_annotation
 
         self.fn = fn
         self.name = name or fn.__name__
@@ -30,7 +31,7 @@ class PromptDef:
         self.description = description if description is not None else (inspect.getdoc(fn) or "")
         self.scopes = normalize_scopes(scopes, f"prompt {self.name}")
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.args_type, self.context_param, descs = param_struct(fn, "Prompt", is_context_annotation)
+        self.args_type, self.context_param, descs = param_struct(fn, "Prompt", is_injected_annotation)
         checked_schema(self.args_type, f"prompt {self.name!r}")
         required = set(_required(self.args_type))
         self.arguments = [

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
-
-import trio
-
-from ..protocol.jsonrpc import ProtocolError
+from typing import Any
 
 from .prompts import CompletionDef, PromptDef
 from .resources import ResourceDef
@@ -80,73 +76,3 @@ class Registry:
             if owner == plugin:
                 out[KIND_GROUPS[kind]].append(name)
         return out
-
-
-class ChangeHub:
-    """Fans change events (list_changed, resource updated, task status) out to every listener.
-
-    With shared state, events raised here also go to the other processes (``remote=False``),
-    and theirs arrive here with ``remote=True``: listeners that act for every session of the
-    deployment (``local_only``) see only this process's own events.
-    """
-
-    def __init__(self) -> None:
-        self._listeners: set[trio.MemorySendChannel[tuple[str, Any]]] = set()
-        self._local_only: set[trio.MemorySendChannel[tuple[str, Any]]] = set()
-        #: with shared state: what :meth:`announce` waits for (the other processes told, the
-        #: sessions' streams in Redis written), in place of the ``local_only`` listeners
-        self.sinks: list[Callable[[str, Any], Awaitable[None]]] = []
-        self.closed = False
-
-    async def announce(self, event: str, arg: Any) -> None:
-        """Publish a change raised by a request and wait until the sinks have it, so it is
-        out before the request is answered. A sink that fails (shared state away) loses this
-        hint; the link logs the outage."""
-        self.publish(event, arg, announced=bool(self.sinks))
-        for sink in self.sinks:
-            try:
-                await sink(event, arg)
-            except ProtocolError:
-                pass
-
-    def publish(self, event: str, arg: Any, *, remote: bool = False, announced: bool = False) -> None:
-        for chan in list(self._listeners):
-            if (remote or announced) and chan in self._local_only:
-                continue
-            try:
-                chan.send_nowait((event, arg))
-            except trio.WouldBlock:
-                pass  # a listener that stopped reading loses change hints, never blocks the server
-            except trio.BrokenResourceError:
-                self._listeners.discard(chan)
-
-    def listen(self, *, local_only: bool = False) -> "_Listening":
-        return _Listening(self, local_only)
-
-    def close(self) -> None:
-        """End every listener, including any that starts listening later (shutdown)."""
-        self.closed = True
-        for chan in list(self._listeners):
-            chan.close()
-        self._listeners.clear()
-
-
-class _Listening:
-    def __init__(self, hub: ChangeHub, local_only: bool = False) -> None:
-        self._hub = hub
-        self._local_only = local_only
-        self._send, self.receive = trio.open_memory_channel[tuple[str, Any]](64)
-
-    def __enter__(self) -> trio.MemoryReceiveChannel[tuple[str, Any]]:
-        if self._hub.closed:
-            self._send.close()  # shutting down: the listener ends at once
-        else:
-            self._hub._listeners.add(self._send)
-            if self._local_only:
-                self._hub._local_only.add(self._send)
-        return self.receive
-
-    def __exit__(self, *exc: object) -> None:
-        self._hub._listeners.discard(self._send)
-        self._hub._local_only.discard(self._send)
-        self._send.close()

@@ -13,6 +13,19 @@ import msgspec
 from .errors import DefinitionError
 
 
+class Injected:
+    """Base of the parameter types the server fills in itself (the request's ``Context``):
+    a parameter annotated with one is not an argument, so it stays out of the schema."""
+
+
+def is_injected_annotation(ann: Any) -> bool:
+    """True for an :class:`Injected` type and for ``T | None`` of one."""
+    if isinstance(ann, type) and issubclass(ann, Injected):
+        return True
+    return typing.get_origin(ann) is not None and any(
+        isinstance(a, type) and issubclass(a, Injected) for a in typing.get_args(ann))
+
+
 def inline_schema(tp: Any) -> dict[str, Any]:
     """JSON Schema of ``tp`` with the top definition inlined and the others under ``$defs``."""
     (top,), defs = msgspec.json.schema_components([tp], ref_template="#/$defs/{name}")

@@ -11,8 +11,10 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 import msgspec
 import msgspec.structs
 
+from ..protocol import http_rules
+
 from ..protocol.types import CONTENT_TYPES, EmbeddedResource, TextContent
-from .schema import checked_schema, explain, inline_schema, is_object_schema, param_struct, unwrap_optional, untyped_parameters
+from .schema import checked_schema, explain, inline_schema, is_object_schema, is_injected_annotation, param_struct, unwrap_optional, untyped_parameters
 
 
 TaskSupport = Literal["optional", "required", None]
@@ -47,7 +49,6 @@ class ToolDef:
         task: TaskSupport = None,
     ) -> None:
         from .auth import normalize_scopes
-        from .context import is_context_annotation  # context imports tools' neighbours
 
         self.fn = fn
         self.name = name or fn.__name__
@@ -66,7 +67,7 @@ class ToolDef:
         #: may this tool answer with a task (the tasks extension)? "required": only as one
         self.task = task
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.args_type, self.context_param, _ = param_struct(fn, _camel(self.name), is_context_annotation)
+        self.args_type, self.context_param, _ = param_struct(fn, _camel(self.name), is_injected_annotation)
         schema = checked_schema(self.args_type, f"tool {self.name!r}")
         self.input_schema = input_schema if input_schema is not None else schema
         #: parameters without a type hint (reported when the plugin loads)
@@ -75,6 +76,8 @@ class ToolDef:
         self.input_schema.setdefault("properties", {})
         self._fields = self.args_type.__struct_fields__
         self.output_schema, self._wrap_output = _output_schema(fn)
+        #: arguments the Streamable HTTP binding mirrors into ``Mcp-Param-*`` headers
+        self.header_params = http_rules.header_params(self.input_schema)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)

@@ -43,7 +43,7 @@ def build_app(plugins: PluginsArg, config: Mapping[str, Any] | str | os.PathLike
 
     ``config`` has the config file's shape (``{"server": {...}, "plugins": {"NAME": {...}}}``) or
     names a TOML file. With ``strict`` (the default here) a load-time mistake raises
-    :class:`mcpkit.plugins.loader.PluginError` instead of being logged.
+    :class:`mcpkit.PluginError` instead of being logged.
     """
     cfg = _config(config)
     # tasks live in memory unless the config says otherwise: tests leave no store behind
@@ -105,7 +105,7 @@ class MemoryTransport:
                 if not self._closed:
                     deliver_frame(bytes(data), deliver)
 
-        self._session = StdioSession(self._app, _Out())  # type: ignore[arg-type]
+        self._session = StdioSession(self._app, _Out(), self._nursery)  # type: ignore[arg-type]
         self._nursery.start_soon(self._session.forward_changes)
 
     async def send(self, frame: bytes, *, request_id: Any = None, headers: dict[str, str] | None = None,
@@ -115,7 +115,7 @@ class MemoryTransport:
         if self._session is None or self._closed:
             raise ConnectionClosed("the in-memory server is closed")
         for line in self._lines.feed(bytes(frame) + b"\n"):  # the stdio server's own framing and limit
-            await self._session.take(line, self._nursery)
+            await self._session.take(line)
 
     def abort(self, request_id: Any) -> bool:
         return False

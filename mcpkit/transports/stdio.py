@@ -16,20 +16,18 @@ import trio
 from ..protocol import jsonrpc
 from ..protocol.framing import LineSplitter, Oversized
 from ..protocol.jsonrpc import ProtocolError
-from ..protocol.connection import (
-    Batch, CancelRequested, Event, NotificationReceived, Reply, RequestReceived, ResponseReceived, ServerConnection,
-)
+from ..protocol.jsonrpc import Answer
+from ..protocol.session import Run, ServerSession
 from ..server.app import App
-from ..server.context import STOP_BOUND_S, InFlight, PendingRequests
+from ..server.context import STOP_BOUND_S
 from ..server.dispatch import Dispatcher
-from ..server.errors import busy, shutting_down
+from ..server.errors import shutting_down
+from ..server.session_runner import SessionRunner
 
 log = logging.getLogger("mcpkit.stdio")
 READ_SIZE = 65536
 #: seconds the requests still running at the end of input get to answer before they are stopped
 EOF_GRACE_S = 2.0
-#: A fixed name for request tasks spares trio from formatting one per spawn.
-_TASK_NAME = "mcpkit.stdio.request"
 
 
 class _Out:
@@ -77,29 +75,48 @@ class _FdOut(_Out):
                     raise trio.BrokenResourceError(str(exc)) from None
 
 
-class StdioSession:
-    """One stdio process = one connection; every request runs in its own task."""
+class _StdoutOutlet:
+    """stdio's outlet: every message of every request, and every answer, is a line on stdout."""
 
-    def __init__(self, app: App, out: _Out) -> None:
-        self.app = app
+    can_ask = True
+
+    def __init__(self, out: _Out) -> None:
         self.out = out
-        self.conn: ServerConnection = app.new_connection()
-        self.conn.owner = f"stdio:{secrets.token_hex(8)}"  # one process, one client: its tasks are its own
-        self.dispatcher = Dispatcher(app)
-        self.in_flight = InFlight()
-        self.pending = PendingRequests()
-        self.running = 0  # requests (and batches) being served
-        self._idle = trio.Event()  # set while none is
-        self._idle.set()
 
-    # Peer protocol (one peer serves every request on stdio)
-    async def notify(self, data: bytes) -> None:
+    def channel(self, run: Run) -> "_StdoutOutlet":
+        return self  # one pipe carries everything
+
+    async def message(self, data: bytes) -> None:
         await self.out.write(data)
 
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        return await self.pending.ask(self.conn.next_request_id(), self.out.write, method, params)
+    async def answer(self, answer: Answer) -> None:
+        await self.out.write(answer.encode())
 
-    async def take(self, line: bytes | Oversized, nursery: trio.Nursery) -> None:
+    async def reply(self, answer: Answer, origin: Any) -> None:
+        await self.out.write(answer.encode())
+
+    async def send_batch(self, answers: list[Answer], origin: Any) -> None:
+        await self.out.write(jsonrpc.encode_batch([a.encode() for a in answers]))
+
+    async def elsewhere(self, action: Any) -> None:
+        return None  # one process, one client: nothing runs anywhere else
+
+    def done(self) -> None:
+        return None
+
+
+class StdioSession:
+    """One stdio process = one session; every request runs in its own task in ``nursery``."""
+
+    def __init__(self, app: App, out: _Out, nursery: trio.Nursery) -> None:
+        self.app = app
+        self.out = out
+        conn = app.new_connection()
+        conn.owner = f"stdio:{secrets.token_hex(8)}"  # one process, one client: its tasks are its own
+        self.core = ServerSession(conn, max_running=app.settings.max_concurrent_requests)
+        self.runner = SessionRunner(self.core, Dispatcher(app), _StdoutOutlet(out), nursery)
+
+    async def take(self, line: bytes | Oversized) -> None:
         """One input line: answer it, or start serving it."""
         if isinstance(line, Oversized):
             limit = self.app.settings.max_message_bytes
@@ -107,86 +124,13 @@ class StdioSession:
             err = ProtocolError(jsonrpc.INVALID_REQUEST, f"Invalid Request: the message is larger than the limit of {limit} bytes (max_message_bytes)")
             await self.out.write(jsonrpc.encode_error(None, err))
             return
-        await self.handle(self.conn.receive(line), nursery)
-
-    async def handle(self, events: list[Event], nursery: trio.Nursery) -> None:
-        for ev in events:
-            if isinstance(ev, RequestReceived):
-                if self.running >= self.app.settings.max_concurrent_requests:
-                    await self.out.write(jsonrpc.encode_error(ev.id, busy(self.app.settings.max_concurrent_requests)))
-                    continue
-                self._started()
-                nursery.start_soon(self._serve, ev, name=_TASK_NAME)
-            elif isinstance(ev, Reply):
-                await self.out.write(ev.data)
-            elif isinstance(ev, CancelRequested):
-                self.in_flight.cancel(ev.request_id)
-            elif isinstance(ev, ResponseReceived):
-                self.pending.deliver(ev)
-            elif isinstance(ev, Batch):
-                self._started()
-                nursery.start_soon(self._serve_batch, ev)
-            elif isinstance(ev, NotificationReceived):
-                pass  # roots/list_changed, progress from the client: nothing to do
-
-    async def _serve(self, req: RequestReceived) -> None:
-        try:
-            data = await self.dispatcher.handle(req, self, self.in_flight)
-            if data is not None:
-                await self.out.write(data)
-        finally:
-            self._finished()
-
-    async def _serve_batch(self, batch: Batch) -> None:
-        answers: list[bytes] = []
-
-        async def one(req: RequestReceived) -> None:
-            data = await self.dispatcher.handle(req, self, self.in_flight)
-            if data is not None:
-                answers.append(data)
-
-        try:
-            async with trio.open_nursery() as nursery:
-                for ev in batch.events:
-                    if isinstance(ev, RequestReceived):
-                        nursery.start_soon(one, ev)
-                    elif isinstance(ev, Reply):
-                        answers.append(ev.data)
-                    else:
-                        await self.handle([ev], nursery)
-            if answers:
-                await self.out.write(jsonrpc.encode_batch(answers))
-        finally:
-            self._finished()
-
-    def _started(self) -> None:
-        if self.running == 0:
-            self._idle = trio.Event()
-        self.running += 1
-
-    def _finished(self) -> None:
-        self.running -= 1
-        if self.running == 0:
-            self._idle.set()
-
-    async def idle(self) -> None:
-        """Wait until no request is being served."""
-        await self._idle.wait()
-
-    async def answer_stuck(self) -> int:
-        """Answer "server shutting down" for each request still inside its handler (after it
-        was stopped: it ignores cancellation); how many there were."""
-        stuck = list(self.in_flight.scopes)
-        with trio.move_on_after(STOP_BOUND_S):
-            for request_id in stuck:
-                await self.out.write(jsonrpc.encode_error(request_id, shutting_down()))
-        return len(stuck)
+        await self.runner.feed(line)
 
     async def forward_changes(self) -> None:
         """Handshake era: send list_changed / resources/updated to an initialized client."""
         with self.app.hub.listen() as events:
             async for event, arg in events:
-                notice = self.conn.change_notice(event, arg)
+                notice = self.core.conn.change_notice(event, arg)
                 if notice is not None:
                     await self.out.write(notice)
 
@@ -288,9 +232,9 @@ async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, std
         read: Callable[[], Awaitable[bytes]] = functools.partial(stdin.receive_some, READ_SIZE)
     else:
         out, read = _stdout_writer(), _stdin_reader()
-    session = StdioSession(app, out)
     try:
         async with trio.open_nursery() as nursery:
+            session = StdioSession(app, out, nursery)
             nursery.start_soon(session.forward_changes)
             reading, grace = trio.CancelScope(), trio.CancelScope()  # a signal ends both
             await nursery.start(_on_signal, (reading, grace))  # before the first line is read
@@ -298,13 +242,13 @@ async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, std
                 lines = LineSplitter(app.settings.max_message_bytes)
                 while chunk := await read():
                     for line in lines.feed(chunk):
-                        await session.take(line, nursery)
+                        await session.take(line)
                 for line in lines.rest():
-                    await session.take(line, nursery)
+                    await session.take(line)
             app.hub.close()  # subscriptions end with their final answer
             with grace:
                 grace.deadline = trio.current_time() + EOF_GRACE_S
-                await session.idle()
+                await session.runner.idle()
             await _stop_requests(app, session, own)
             nursery.cancel_scope.cancel()
     except* trio.BrokenResourceError:
@@ -314,13 +258,15 @@ async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, std
 async def _stop_requests(app: App, session: StdioSession, own: bool) -> None:
     """Stop what still runs: each request answers "server shutting down" (within a bound)."""
     app.requests.stop()  # those not yet started are stopped as they start
-    if not session.running:
+    runner = session.runner
+    if not runner.serving:
         return
     with trio.move_on_after(STOP_BOUND_S):
-        await session.idle()
-    if not session.running:
+        await runner.idle()
+    if not runner.serving:
         return
-    stuck = await session.answer_stuck()
+    with trio.move_on_after(STOP_BOUND_S):
+        stuck = await runner.answer_stuck(lambda rid: Answer.failure(rid, shutting_down()))
     log.error("%d request(s) did not stop within %g s of being cancelled (a tool that ignores cancellation); "
               "answered them and left them behind", stuck, STOP_BOUND_S)
     if own:  # nothing else can end a task that ignores cancellation

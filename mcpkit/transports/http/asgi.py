@@ -20,11 +20,13 @@ import trio
 from ..._version import __version__
 from ...protocol import jsonrpc
 from ...server.app import App
+from ...server.dispatch import Dispatcher
 from ...server.context import STOP_BOUND_S
 from ...server.lifespan import plugin_lifespans
 from ...server.redis_link import StateUnavailable
 from .legacy_sse import LegacySse
 from .security import Guard
+from .session_state import MemoryBackend
 from .sessions import SessionManager
 from .streamable import Streamable
 from .accesslog import AccessLog
@@ -49,16 +51,9 @@ class HttpApp:
         self.legacy_only = legacy_only
         self.guard = Guard(s.host, s.allow_origins)
         self.auth = ResourceServer.from_app(app, self.refuse)
-        shared = None
-        if app.shared is not None:
-            from .shared_sessions import SharedSessions
-
-            shared = SharedSessions(app.shared, s.session_ttl_s, s.event_store_size, s.event_store_bytes)
-        self.sessions = SessionManager(s.session_ttl_s, s.max_sessions, s.event_store_size, s.sse_backlog_bytes,
-                                       s.event_store_bytes, shared, s.event_store_total_bytes)
-        self.sessions.new_connection = app.new_connection
-        self.streamable = Streamable(app, self.sessions)
-        self.streamable.step_up = self.auth.step_up if self.auth is not None else None
+        #: made when the app starts running (they need its nursery), see :meth:`running`
+        self.sessions: SessionManager | None = None
+        self.streamable: Streamable | None = None
         self.legacy = LegacySse(app)
         self.routes = _plain_routes(app)
         self.started = trio.Event()
@@ -70,15 +65,17 @@ class HttpApp:
     async def shutdown(self) -> None:
         """Start draining: standalone streams and subscriptions end cleanly at once; requests
         in flight (stateless or in a session) go on answering within the grace period."""
-        self.streamable.closing.set()
+        if self.streamable is not None:
+            self.streamable.closing.set()
         self.legacy.closing.set()
         self.app.hub.close()
 
     def end_sessions(self) -> None:
         """After the drain: end every session here (what still runs is cancelled). With shared
         state they live on in Redis for the other processes."""
-        for sid in list(self.sessions.sessions):
-            self.sessions.drop(sid)
+        if self.sessions is not None:
+            for sid in list(self.sessions.sessions):
+                self.sessions.drop(sid)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The ASGI entry (hypercorn, or any ASGI server)."""
@@ -91,17 +88,22 @@ class HttpApp:
     async def running(self) -> AsyncIterator[None]:
         """Plugin lifespans, the session expiry and change forwarding, the plain routes: held
         open while a server serves this app. On exit the sessions end (after the drain)."""
+        s = self.app.settings
         sink = stderr_sink()  # the server log, too, never blocks the event loop
         async with logging_through(sink), plugin_lifespans(self.app, self.lifespans, strict=self.strict), \
                 trio.open_nursery() as nursery:
             nursery.start_soon(sink.flush_forever)
-            self.streamable.nursery = nursery
+            stack = contextlib.ExitStack()
+            self.sessions = SessionManager(
+                _session_backend(self.app), self.app.new_connection, Dispatcher(self.app), nursery,
+                ttl_s=s.session_ttl_s, max_sessions=s.max_sessions, max_running=s.max_concurrent_requests,
+                backlog_bytes=s.sse_backlog_bytes)
+            self.streamable = Streamable(self.app, self.sessions, nursery, self.auth.step_up if self.auth is not None else None)
             nursery.start_soon(self.sessions.expire_forever)
-            nursery.start_soon(self.streamable.forward_changes)
+            nursery.start_soon(self.sessions.follow_remote)
             if self.orphan_fd is not None:
                 nursery.start_soon(self.leave_when_orphaned, self.orphan_fd)
-            if self.sessions.shared is not None:  # a change a request raises is out before its answer
-                self.app.hub.sinks.append(self.streamable.forward_shared)
+            stack.enter_context(self.app.hub.relaying(self.streamable.forward_change))
             await self.routes.startup()
             self.started.set()
             try:
@@ -109,9 +111,8 @@ class HttpApp:
             finally:
                 await self.shutdown()
                 self.end_sessions()
+                stack.close()
                 nursery.cancel_scope.cancel()
-                if self.streamable.forward_shared in self.app.hub.sinks:
-                    self.app.hub.sinks.remove(self.streamable.forward_shared)
                 if self.auth is not None:
                     with trio.CancelScope(shield=True):
                         await self.auth.aclose()
@@ -235,6 +236,7 @@ class HttpApp:
             if ex.principal is None:
                 return  # answered 401, 403 or 503
         if path in ("/mcp", "/mcp/") and not self.legacy_only:
+            assert self.streamable is not None, "the app is not running"
             await self.streamable(ex)
         elif path == "/sse":
             if method != "GET":
@@ -263,6 +265,16 @@ def next_request_id() -> str:
     """A request id in UUID form: 80 random bits per process, then a counter (a fresh UUID4
     per request costs a system call)."""
     return f"{_ID_PREFIX}{next(_ids):012x}"
+
+
+def _session_backend(app: App) -> Any:
+    """Where sessions keep what outlives a request: Redis when the app shares state, else memory."""
+    s = app.settings
+    if app.shared is not None:
+        from .shared_sessions import RedisBackend
+
+        return RedisBackend(app.shared, s.session_ttl_s, s.event_store_size, s.event_store_bytes)
+    return MemoryBackend(s.event_store_size, s.event_store_bytes, s.event_store_total_bytes)
 
 
 def _plain_routes(app: App) -> Any:

@@ -75,6 +75,17 @@ class Exchange:
         """Return when the client has gone away (for cancelling work it no longer waits for)."""
         raise NotImplementedError
 
+    #: whether :meth:`watch` works here (mcpkit's own server), or :meth:`cancel_on_disconnect`
+    #: (a watcher task) is the way
+    can_watch = False
+
+    def watch(self, scope: trio.CancelScope) -> None:
+        """Have ``scope`` cancelled when the client goes away (where ``can_watch``)."""
+        raise NotImplementedError
+
+    def unwatch(self, scope: trio.CancelScope) -> None:
+        """Stop watching ``scope`` (see :meth:`watch`)."""
+
     def cancel_on_disconnect(self) -> "contextlib.AbstractAsyncContextManager[trio.CancelScope]":
         """``async with ex.cancel_on_disconnect() as scope:`` — the body is cancelled when the
         client goes away (a closed stream is how stateless clients cancel)."""

@@ -10,13 +10,11 @@ from typing import Any
 import trio
 
 from ...protocol import jsonrpc
-from ...protocol.connection import (
-    Batch, CancelRequested, Reply, RequestReceived, ResponseReceived, ServerConnection,
-)
+from ...protocol.jsonrpc import Answer
+from ...protocol.session import Run, ServerSession
 from ...server.app import App
-from ...server.context import InFlight, PendingRequests
 from ...server.dispatch import Dispatcher
-from ...server.errors import busy
+from ...server.session_runner import SessionRunner
 from .outbox import Outbox
 from .exchange import Exchange
 from .wire import error_body, sse_event
@@ -25,18 +23,21 @@ log = logging.getLogger("mcpkit.http")
 
 
 class _LegacySession:
-    def __init__(self, sid: str, registry: dict[str, "_LegacySession"], conn: ServerConnection,
-                 nursery: trio.Nursery, backlog_bytes: int) -> None:
+    """One GET /sse stream: the session's outlet (everything it sends is an SSE message on the
+    stream) and its runner; POST /messages feeds it."""
+
+    can_ask = True
+
+    def __init__(self, sid: str, registry: dict[str, "_LegacySession"], core: ServerSession,
+                 dispatcher: Dispatcher, nursery: trio.Nursery, backlog_bytes: int) -> None:
         self.id = sid
         self.registry = registry
         self.dropped = False
-        self.conn = conn
+        self.core = core
         self.nursery = nursery
-        self.in_flight = InFlight()
         self.outbox: Outbox[bytes] = Outbox(backlog_bytes)
-        self.pending = PendingRequests()
-        self.running = 0  # requests being served
         self.owner: tuple[str, str] | None = None  # the principal that opened it, if any
+        self.runner = SessionRunner(core, dispatcher, self, nursery)
 
     def push(self, data: bytes) -> None:
         """Queue a message for the stream; a client that lets too much pile up loses it."""
@@ -50,12 +51,27 @@ class _LegacySession:
         self.registry.pop(self.id, None)
         self.nursery.cancel_scope.cancel()
 
-    # Peer protocol
-    async def notify(self, data: bytes) -> None:
+    # Outlet (and the one Channel of every request): all of it goes down the stream
+    def channel(self, run: Run) -> "_LegacySession":
+        return self
+
+    async def message(self, data: bytes) -> None:
         self.push(data)
 
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        return await self.pending.ask(self.conn.next_request_id(), self.notify, method, params)
+    async def answer(self, answer: Answer) -> None:
+        self.push(answer.encode())
+
+    async def reply(self, answer: Answer, origin: Any) -> None:
+        self.push(answer.encode())
+
+    async def send_batch(self, answers: list[Answer], origin: Any) -> None:
+        self.push(jsonrpc.encode_batch([a.encode() for a in answers]))
+
+    async def elsewhere(self, action: Any) -> None:
+        return None
+
+    def done(self) -> None:
+        return None
 
 
 class LegacySse:
@@ -74,7 +90,8 @@ class LegacySse:
         await ex.start_stream()
         await ex.send_chunk(sse_event(f"{ex.root_path}/messages?session_id={sid}".encode(), event="endpoint"))
         async with trio.open_nursery() as nursery:
-            session = self.sessions[sid] = _LegacySession(sid, self.sessions, self.app.new_connection(), nursery,
+            core = ServerSession(self.app.new_connection(), max_running=self.app.settings.max_concurrent_requests)
+            session = self.sessions[sid] = _LegacySession(sid, self.sessions, core, self.dispatcher, nursery,
                                                           self.app.settings.sse_backlog_bytes)
             if ex.principal is not None:
                 session.owner = ex.principal.owner
@@ -99,7 +116,7 @@ class LegacySse:
         """At shutdown, let the session's running requests answer (they travel on this
         stream), then end the stream cleanly; the server's grace period bounds the wait."""
         await self.closing.wait()
-        while session.running:
+        while session.core.load:
             await trio.sleep(0.05)
         session.outbox.close()
 
@@ -118,9 +135,9 @@ class LegacySse:
     async def _forward_changes(self, session: _LegacySession) -> None:
         with self.app.hub.listen() as events:
             async for event, arg in events:
-                notice = session.conn.change_notice(event, arg)
+                notice = session.core.conn.change_notice(event, arg)
                 if notice is not None:
-                    await session.notify(notice)
+                    session.push(notice)
 
     async def post(self, ex: Exchange) -> None:
         query = urllib.parse.parse_qs(ex.query.decode("latin-1"))
@@ -138,32 +155,9 @@ class LegacySse:
             await ex.respond(503, error_body(jsonrpc.INTERNAL_ERROR, "Service Unavailable: the server is shutting down"), [(b"retry-after", b"5")])
             return
         body = await ex.read_body(self.app.settings.max_message_bytes)
-        for ev in session.conn.receive(body):
-            for one in ev.events if isinstance(ev, Batch) else [ev]:
-                if isinstance(one, RequestReceived):
-                    one.principal = ex.principal
-                self._take(session, one)
+        actions = session.core.receive(body)
+        for action in actions:
+            if isinstance(action, Run):
+                action.request.principal = ex.principal
+        await session.runner.execute(actions)
         await ex.respond(202, b"Accepted", content_type=b"text/plain")
-
-    def _take(self, session: _LegacySession, ev: Any) -> None:
-        if isinstance(ev, RequestReceived):
-            limit = self.app.settings.max_concurrent_requests
-            if session.running >= limit:
-                session.push(jsonrpc.encode_error(ev.id, busy(limit)))
-                return
-            session.running += 1
-            session.nursery.start_soon(self._run, session, ev)
-        elif isinstance(ev, Reply):
-            session.push(ev.data)
-        elif isinstance(ev, CancelRequested):
-            session.in_flight.cancel(ev.request_id)
-        elif isinstance(ev, ResponseReceived):
-            session.pending.deliver(ev)
-
-    async def _run(self, session: _LegacySession, req: RequestReceived) -> None:
-        try:
-            data = await self.dispatcher.handle(req, session, session.in_flight)
-        finally:
-            session.running -= 1
-        if data is not None:
-            session.push(data)

@@ -17,7 +17,6 @@ from ...protocol.connection import RequestReceived
 from ...protocol.versions import features
 from ...server.app import App
 from ...server.auth import FORBIDDEN
-from ...server.context import InFlight
 from ...server.dispatch import Dispatcher
 
 log = logging.getLogger("mcpkit.http.search")
@@ -92,15 +91,18 @@ class SearchApi:
         raw = msgspec.json.encode(params)
         req = RequestReceived(request_id, "tools/call", msgspec.Raw(raw), features("2026-07-28"), None, {}, {}, None,
                               principal)
-        answer = msgspec.json.decode(await self.dispatcher.handle(req, _NoPeer(), InFlight()) or b"{}")
-        error = answer.get("error")
-        if isinstance(error, dict) and error.get("code") == FORBIDDEN:
-            needed = " ".join((error.get("data") or {}).get("requiredScopes") or [])
+        answer = await self.dispatcher.answer(req, _NoPeer())
+        if answer is None:  # cancelled: the client went away
+            raise SearchError(503, "SEARCH_ERROR", "the search was cancelled; try again", retry_after=1)
+        error = answer.error
+        if error is not None and error.code == FORBIDDEN:
+            data = error.data if isinstance(error.data, dict) else {}
+            needed = " ".join(data.get("requiredScopes") or [])
             raise SearchError(403, "FORBIDDEN", f"the token lacks scope {needed}",
                               headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{needed}"'})
-        if "error" in answer:
+        if error is not None:
             raise SearchError(503, "SEARCH_ERROR", "the search failed; try again", retry_after=1)
-        result = answer["result"]
+        result = msgspec.to_builtins(answer.result)
         if result.get("isError"):
             text = " ".join(c.get("text", "") for c in result.get("content", []))
             log.warning("search tool %s reported: %s", self.tool_name, text)

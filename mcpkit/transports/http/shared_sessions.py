@@ -15,15 +15,17 @@ touches Redis not at all once its session is cached.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, AsyncIterator
 
 import msgspec
 import msgspec.structs
+import trio
 
 from ...server.redis_link import RedisLink
+from .session_state import Answered, Appended, Cancelled, Changed, Ended, Event, Reconnected, Remote, SessionRecord
 
-if TYPE_CHECKING:
-    from .sessions import SessionManager
+#: what the bus may bring before this process reads it; past that, it reads the streams again
+REMOTE_BACKLOG = 4096
 
 # Append an event and tell the bus, in one trip. The stream keeps at most ARGV[1] events and
 # ARGV[6] bytes of them (their total in KEYS[3]), the oldest going first; an event bigger than
@@ -52,16 +54,6 @@ return id
 """
 
 
-class SessionRecord(msgspec.Struct, omit_defaults=True):
-    version: str
-    client_info: dict[str, Any] = {}
-    client_capabilities: dict[str, Any] = {}
-    log_level: str | None = None
-    subscriptions: list[str] = []
-    initialized: bool = False
-    owner: list[str] | None = None  # (issuer, subject) when the server authenticates
-
-
 def _fields_of(before: SessionRecord, after: SessionRecord) -> tuple[dict[str, Any], list[str]]:
     """The hash fields that differ between two records: (to set, to delete)."""
     changed: dict[str, Any] = {}
@@ -74,7 +66,7 @@ def _fields_of(before: SessionRecord, after: SessionRecord) -> tuple[dict[str, A
     return changed, [f"sub:{uri}" for uri in sorted(old - new)]
 
 
-def _apply(record: SessionRecord, changed: dict[str, Any], removed: list[str]) -> SessionRecord:
+def apply_changes(record: SessionRecord, changed: dict[str, Any], removed: list[str]) -> SessionRecord:
     """A record with hash-field changes (another process's) applied."""
     subs = set(record.subscriptions) - {f[4:] for f in removed if f.startswith("sub:")}
     subs |= {f[4:] for f in changed if f.startswith("sub:")}
@@ -104,7 +96,9 @@ def pos_key(pos: str) -> tuple[int, int]:
     return key if key[0] < 2**64 and key[1] < 2**64 else (-1, -1)
 
 
-class SharedSessions:
+class RedisBackend:
+    """Sessions shared by every process of a deployment through Redis (see the module text)."""
+
     def __init__(self, link: RedisLink, ttl_s: float, store_size: int, store_bytes: int) -> None:
         self.link = link
         self.ttl = max(1, int(ttl_s))
@@ -112,15 +106,17 @@ class SharedSessions:
         self.store_bytes = store_bytes
         self.k = link.key
         self._bus = link.key("bus")
-        self.manager: SessionManager | None = None
+        self._remote_send, self._remote = trio.open_memory_channel[Remote](REMOTE_BACKLOG)
+        self._overflowed = False
+        link.on("ev", self._on_event)
+        link.on("sess", self._on_session)
+        link.on("resp", self._on_response)
+        link.on("cancel", self._on_cancel)
+        link.resubscribed.append(self._on_reconnect)
 
-    def bind(self, manager: "SessionManager") -> None:
-        self.manager = manager
-        self.link.on("ev", self._on_event)
-        self.link.on("sess", self._on_session)
-        self.link.on("resp", self._on_response)
-        self.link.on("cancel", self._on_cancel)
-        self.link.resubscribed.append(self._catch_up)
+    @property
+    def ask_prefix(self) -> str:
+        return f"{self.link.tag}."
 
     # -- session records ---------------------------------------------------------------------------
     # A record is a hash: "base" (what initialize fixed), "init", "level", and one "sub:<uri>" per
@@ -192,12 +188,11 @@ class SharedSessions:
         await self.link.publish("sess", sid=sid, op="ended")
         return existed
 
-    async def live(self) -> list[str]:
+    async def records(self) -> dict[str, SessionRecord]:
+        """The records of every live session of the deployment (two round trips)."""
         now = time.time()
         members = await self.link.call(lambda r: r.zrangebyscore(self.k("sessions"), now, "+inf"))
-        return [bytes(m).decode() for m in members]
-
-    async def load_many(self, sids: list[str]) -> dict[str, SessionRecord]:
+        sids = [bytes(m).decode() for m in members]
         if not sids:
             return {}
 
@@ -239,9 +234,11 @@ class SharedSessions:
         pipe = await self.link.call(run)
         return [bytes(p).decode() for p in pipe.results]
 
-    async def read(self, sid: str, key: str, after: str | None) -> list[tuple[str, bytes, bool]]:
-        """The events of a stream after position ``after`` (None: all kept)."""
-        start = "-" if after in (None, "0") else f"({after}"
+    async def read(self, sid: str, key: str, after: str) -> list[Event]:
+        """The events of a stream after position ``after`` ("0": all kept)."""
+        if pos_key(after) == (-1, -1):
+            after = "0"  # not a position Redis gave (a client's garbage, a provisional id)
+        start = "-" if after == "0" else f"({after}"
         entries = await self.link.call(lambda r: r.xrange(self.k("ev", sid, key), start, "+"))
         out = []
         for entry in entries:
@@ -254,57 +251,57 @@ class SharedSessions:
         entries = await self.link.call(lambda r: r.xrevrange(self.k("ev", sid, key), "+", "-", count=1))
         return bytes(entries[0].identifier).decode() if entries else "0"
 
-    # -- between processes ---------------------------------------------------------------------------
-    async def route_response(self, sid: str, response: dict[str, Any]) -> None:
-        await self.link.publish("resp", sid=sid, response=response)
+    def order(self, pos: str) -> tuple[int, int]:
+        return pos_key(pos)
 
-    async def route_cancel(self, sid: str, request_id: Any) -> None:
+    def forget(self, sid: str) -> None:
+        return None  # the events live in Redis, expiring with the session
+
+    def written_elsewhere(self, sid: str, key: str) -> bool:
+        return True  # another process may be running the request that writes it
+
+    # -- between processes ---------------------------------------------------------------------------
+    async def answer_elsewhere(self, sid: str, request_id: Any, result: Any, error: Any) -> None:
+        await self.link.publish("resp", sid=sid, response={"id": request_id, "result": result, "error": error})
+
+    async def cancel_elsewhere(self, sid: str, request_id: Any) -> None:
         await self.link.publish("cancel", sid=sid, id=request_id)
 
-    def _local(self, sid: Any) -> Any:
-        return None if self.manager is None else self.manager.sessions.get(sid)
+    async def remote(self) -> AsyncIterator[Remote]:
+        """What the other processes say, in the order the bus brought it; a Reconnected when the
+        bus was away or this process fell too far behind (what was lost is read again)."""
+        async for item in self._remote:
+            if self._overflowed:
+                self._overflowed = False
+                yield Reconnected()
+            yield item
 
-    async def _catch_up(self) -> None:
-        """After a bus outage: forget the sessions in use here that Redis lost meanwhile (a
-        restart without persistence: their streams end, their clients get 404 and initialize
-        again), then give the live readers here what they missed, from the streams in Redis."""
-        if self.manager is None:
-            return
-        await self.manager.keep_in_use()
-        for session in list(self.manager.sessions.values()):
-            for stream in list(session.streams.values()):
-                if stream.reader is None:
-                    continue
-                for pos, data, final in await self.read(session.id, stream.key, stream.last_pos):
-                    stream.deliver_remote(pos, data, final)
+    def _put(self, item: Remote) -> None:
+        try:
+            self._remote_send.send_nowait(item)
+        except trio.WouldBlock:
+            self._overflowed = True
+
+    async def _on_reconnect(self) -> None:
+        self._put(Reconnected())
 
     def _on_event(self, m: dict[str, Any]) -> None:
-        if m.get("o") == self.link.tag:
+        if m.get("o") == self.link.tag or not isinstance(m.get("pos"), str):
             return  # ours: delivered here already
-        session = self._local(m.get("sid"))
-        stream = session.streams.get(m.get("key")) if session is not None else None
-        if stream is not None and isinstance(m.get("pos"), str):
-            data = msgspec.json.encode(m.get("data"))
-            stream.deliver_remote(m["pos"], data, bool(m.get("final")))
+        data = msgspec.json.encode(m.get("data"))
+        self._put(Appended(str(m.get("sid")), str(m.get("key")), (m["pos"], data, bool(m.get("final")))))
 
     def _on_session(self, m: dict[str, Any]) -> None:
-        if self.manager is None:
-            return
-        sid = m.get("sid")
+        sid = str(m.get("sid"))
         if m.get("op") == "ended":
-            self.manager.drop(sid)
-        elif m.get("op") == "changed":
-            session = self._local(sid)
-            if session is not None and isinstance(m.get("set"), dict) and isinstance(m.get("unset"), list):
-                session.restore(_apply(session.record(), m["set"], m["unset"]))
+            self._put(Ended(sid))
+        elif m.get("op") == "changed" and isinstance(m.get("set"), dict) and isinstance(m.get("unset"), list):
+            self._put(Changed(sid, m["set"], m["unset"]))
 
     def _on_response(self, m: dict[str, Any]) -> None:
-        session = self._local(m.get("sid"))
-        if session is not None and isinstance(m.get("response"), dict):
-            session.deliver_routed(m["response"])
+        response = m.get("response")
+        if isinstance(response, dict):
+            self._put(Answered(str(m.get("sid")), response.get("id"), response.get("result"), response.get("error")))
 
     def _on_cancel(self, m: dict[str, Any]) -> None:
-        session = self._local(m.get("sid"))
-        if session is not None:
-            session.in_flight.cancel(m.get("id"))
-
+        self._put(Cancelled(str(m.get("sid")), m.get("id")))

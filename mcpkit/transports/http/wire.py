@@ -57,18 +57,3 @@ def sse_event(data: bytes, event_id: str | None = None, event: str | None = None
         parts.append(b"event: " + event.encode())
     parts.append(b"data: " + data)
     return b"\n".join(parts) + b"\n\n"
-
-
-class _Code(msgspec.Struct):
-    code: int
-
-
-class _ErrorOnly(msgspec.Struct):
-    error: _Code | None = None
-
-
-def error_code(data: bytes) -> int | None:
-    if b'"error":' not in data:
-        return None
-    err = msgspec.json.decode(data, type=_ErrorOnly).error
-    return err.code if err else None

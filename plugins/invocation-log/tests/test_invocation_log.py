@@ -97,9 +97,9 @@ async def test_auto_below_info_adds_no_middleware() -> None:
 
 
 def test_bad_settings_are_load_errors() -> None:
-    with pytest.raises(mcpkit.plugins.loader.PluginError, match="format must be"):
+    with pytest.raises(mcpkit.PluginError, match="format must be"):
         mcpkit.testing.build_app({"invocation_log": mcpkit_invocation_log},
                                  {"plugins": {"invocation_log": {"format": "xml"}}})
-    with pytest.raises(mcpkit.plugins.loader.PluginError, match="unknown setting 'fromat'"):
+    with pytest.raises(mcpkit.PluginError, match="unknown setting 'fromat'"):
         mcpkit.testing.build_app({"invocation_log": mcpkit_invocation_log},
                                  {"plugins": {"invocation_log": {"fromat": "json"}}})

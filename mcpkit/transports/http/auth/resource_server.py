@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
+from ....protocol.jsonrpc import Answer
 from ....protocol.oauth import PRM_SUFFIX
 from ....server.app import App
 from ....server.auth import FORBIDDEN, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
@@ -188,33 +189,18 @@ class ResourceServer:
             return None
         return principal
 
-    def step_up(self, ex: Exchange, data: bytes) -> Headers | None:
+    def step_up(self, ex: Exchange, answer: Answer) -> Headers | None:
         """The 403 challenge for an answer that is an insufficient-scope error (a tool,
         resource or prompt the token lacks scopes for), else None."""
-        if b'"error":' not in data:
-            return None
-        try:
-            msg = msgspec.json.decode(data, type=_ErrorEnvelope)
-        except msgspec.DecodeError:
-            return None
-        err = msg.error
+        err = answer.error
         if err is None or err.code != FORBIDDEN:
             return None
-        needed = err.data.get("requiredScopes") if isinstance(err.data, dict) else None
+        data = err.data
+        needed = data.get("requiredScopes") if isinstance(data, dict) else None
         scopes = [s for s in needed if isinstance(s, str)] if isinstance(needed, list) else []
         # the union with what every request needs: a token for this one must work for the rest
         union = list(dict.fromkeys([*self.auth.required_scopes, *scopes]))
         return self.challenge(ex, error="insufficient_scope", scopes=union, description=err.message)
-
-
-class _Error(msgspec.Struct):
-    code: int
-    message: str = ""
-    data: Any = None
-
-
-class _ErrorEnvelope(msgspec.Struct):
-    error: _Error | None = None
 
 
 def _quoted(value: str) -> str:

@@ -77,6 +77,14 @@ class DirectExchange(Exchange):
     async def wait_disconnect(self) -> None:
         await self._conn.wait_disconnect()
 
+    can_watch = True
+
+    def watch(self, scope: trio.CancelScope) -> None:
+        self._conn.watchers.append(scope)
+
+    def unwatch(self, scope: trio.CancelScope) -> None:
+        self._conn.watchers.remove(scope)
+
     def cancel_on_disconnect(self) -> "_EofScope":
         return _EofScope(self._conn)
 
