@@ -41,6 +41,8 @@ log = logging.getLogger("mcpkit.client")
 Callback = Callable[..., Union[Awaitable[Any], Any]]
 #: Methods a handshake-era client may send before the handshake completes.
 _BEFORE_READY = frozenset({"initialize", "ping", "server/discover"})
+#: notification callbacks waiting to run; beyond this they are dropped (a flooding server)
+_CALLBACK_QUEUE = 4096
 
 
 @dataclass(slots=True)
@@ -63,6 +65,12 @@ class Handlers:
     log: Callback | None = None
     #: every notification, (method, params), after the built-in handling
     notification: Callback | None = None
+    #: any request from the server, (method, params) -> result, before the built-in answers
+    #: (a gateway relays them); raise ``RpcError`` to answer with an error
+    request: Callback | None = None
+    #: a message from the server that could not be used (garbage, oversized), after the session
+    #: started: called with the error (the session goes on)
+    bad_message: Callable[[McpError], Any] | None = None
 
 
 @dataclass(slots=True)
@@ -98,7 +106,8 @@ class Session:
         self._seen_valid = False
         self._garbage: BadResponse | None = None
         self._nursery: trio.Nursery | None = None
-        self._events_in, self._events_out = trio.open_memory_channel[tuple[Callback, tuple[Any, ...]]](math.inf)
+        # bounded: a server that floods notifications loses some, never grows our memory
+        self._events_in, self._events_out = trio.open_memory_channel[tuple[Callback, tuple[Any, ...]]](_CALLBACK_QUEUE)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -178,10 +187,15 @@ class Session:
             # Progress callbacks run on the callback queue: let the ones queued before the answer
             # finish, so the caller never sees a late progress update after the call returned.
             drained = trio.Event()
-            try:
-                self._events_in.send_nowait((drained.set, ()))
-            except trio.ClosedResourceError:
-                drained.set()
+            while True:
+                try:
+                    self._events_in.send_nowait((drained.set, ()))
+                except trio.ClosedResourceError:
+                    drained.set()
+                except trio.WouldBlock:
+                    await trio.sleep(0.001)  # the queue is full (a flood): wait for room
+                    continue
+                break
             await drained.wait()
         if slot.error is not None:
             raise slot.error
@@ -228,6 +242,8 @@ class Session:
         if isinstance(failure.error, BadResponse):
             if self._seen_valid:
                 log.warning("ignoring a bad message from the server: %s", failure.error.message)
+                if self.handlers.bad_message is not None:
+                    self.handlers.bad_message(failure.error)
                 return
             self._garbage = failure.error
         elif isinstance(failure.error, ConnectionClosed) and self._garbage is not None:
@@ -265,10 +281,9 @@ class Session:
         if method == "notifications/progress":
             callback = self._progress.get(params.get("progressToken"))
             if callback is not None:
-                self._events_in.send_nowait((callback, (params.get("progress"), params.get("total"),
-                                                        params.get("message"))))
+                self._queue(callback, (params.get("progress"), params.get("total"), params.get("message")))
         elif method == "notifications/message" and self.handlers.log is not None:
-            self._events_in.send_nowait((self.handlers.log, (params,)))
+            self._queue(self.handlers.log, (params,))
         elif method == "notifications/cancelled":
             scope = self._serving.get(params.get("requestId"))  # type: ignore[arg-type]
             if scope is not None:
@@ -284,7 +299,15 @@ class Session:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._listeners.remove(listener)
         if self.handlers.notification is not None:
-            self._events_in.send_nowait((self.handlers.notification, (method, params)))
+            self._queue(self.handlers.notification, (method, params))
+
+    def _queue(self, callback: Callback, args: tuple[Any, ...]) -> None:
+        try:
+            self._events_in.send_nowait((callback, args))
+        except trio.WouldBlock:
+            log.warning("the server sends notifications faster than they are handled; dropping one")
+        except trio.ClosedResourceError:
+            pass
 
     async def _run_callbacks(self) -> None:
         """Run notification callbacks one at a time, in arrival order, off the reading path."""
@@ -333,6 +356,9 @@ class Session:
 
     async def answer(self, method: str, params: dict[str, Any]) -> Any:
         """The client's result for a server request (a live one, or an MRTR input request)."""
+        if self.handlers.request is not None:
+            value = self.handlers.request(method, params)
+            return await value if inspect.isawaitable(value) else value
         if method == "ping":
             return {}
         if method == "roots/list" and self.handlers.roots is not None:

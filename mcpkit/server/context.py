@@ -166,6 +166,12 @@ class Context:
         return self._progress_token
 
     @property
+    def log_level(self) -> str | None:
+        """The least severe log level the client wants for this request (None: no log messages
+        in the stateless era, every level in the handshake era until logging/setLevel)."""
+        return self._request.log_level
+
+    @property
     def principal(self) -> Any:
         """Who is asking, as the transport established it (None when nobody is identified)."""
         return self._request.principal

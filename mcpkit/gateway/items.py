@@ -1,0 +1,161 @@
+"""An upstream's tools, prompts, resources and completions as registry items of ours.
+
+Each item keeps the upstream's definition as it was listed (schemas, annotations, ``_meta``,
+icons: untouched) and serves it under the name the operator's ``prefix`` / ``rename`` give it.
+Calling it forwards to the upstream under the original name; arguments go as they came (the
+upstream validates them) and results come back as the upstream gave them, shaped only where
+the downstream client's revision cannot carry something.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+import msgspec
+
+from ..server.auth import normalize_scopes
+from ..server.context import Context
+from ..server.prompts import CompletionDef, PromptDef
+from ..server.resources import ResourceDef, _compile
+from ..server.tools import ToolDef, ToolResult
+
+#: forward(upstream method, params, ctx) -> the upstream's result
+Forward = Callable[[str, dict[str, Any], "Context | None"], Awaitable[dict[str, Any]]]
+
+
+class _NoArguments(msgspec.Struct):
+    pass
+
+
+class ForwardedTool(ToolDef):
+    """A tool served by an upstream. Arguments pass through unvalidated (the upstream checks
+    them); the upstream's CallToolResult is answered as it is (``ToolResult.raw``)."""
+
+    def __init__(self, definition: dict[str, Any], call: Callable[[dict[str, Any], Context], Awaitable[ToolResult]], *,
+                 scopes: list[str], timeout: float | None, task: str | None) -> None:
+        # no signature to read: everything comes from the upstream's definition
+        self.definition = definition
+        self.upstream_name = str(definition["name"])
+        self.name = self.upstream_name
+        self.fn = call
+        self.title = definition.get("title") if isinstance(definition.get("title"), str) else None
+        self.description = definition.get("description") if isinstance(definition.get("description"), str) else ""
+        self.annotations = definition.get("annotations") if isinstance(definition.get("annotations"), dict) else None
+        self.meta = definition.get("_meta") if isinstance(definition.get("_meta"), dict) else None
+        schema = definition.get("inputSchema")
+        self.input_schema = schema if isinstance(schema, dict) else {"type": "object", "properties": {}}
+        out = definition.get("outputSchema")
+        self.output_schema = out if isinstance(out, dict) else None
+        self.timeout = timeout
+        self.max_threads = None
+        self.scopes = normalize_scopes(scopes, f"tool {self.name}")
+        self.task = task  # type: ignore[assignment]
+        self.is_async = True
+        self.args_type = _NoArguments
+        self.context_param = "ctx"
+        self.untyped = []
+        self._fields = ()
+        self._wrap_output = False
+
+    def __repr__(self) -> str:
+        return f"<mcpkit forwarded tool {self.name!r}>"
+
+    def parse_arguments(self, arguments: Any) -> dict[str, Any]:
+        return {"arguments": arguments if isinstance(arguments, dict) else {}}
+
+    def describe(self, *, titles: bool, annotations: bool, structured: bool) -> dict[str, Any]:
+        out = dict(self.definition)
+        out["name"] = self.name
+        out.setdefault("description", "")
+        out["inputSchema"] = self.input_schema
+        if not titles:
+            for key in ("title", "_meta", "icons"):
+                out.pop(key, None)
+        if not structured:
+            out.pop("outputSchema", None)
+        if not annotations:
+            out.pop("annotations", None)
+        return out
+
+    def to_result(self, value: Any) -> ToolResult:
+        return value if isinstance(value, ToolResult) else ToolResult(raw=value)
+
+
+class ForwardedPrompt(PromptDef):
+    """A prompt served by an upstream; its arguments and messages pass through."""
+
+    def __init__(self, definition: dict[str, Any], get: Callable[..., Awaitable[Any]], *, scopes: list[str]) -> None:
+        self.definition = definition
+        self.upstream_name = str(definition["name"])
+        self.name = self.upstream_name
+        self.fn = get
+        self.title = definition.get("title") if isinstance(definition.get("title"), str) else None
+        self.description = definition.get("description") if isinstance(definition.get("description"), str) else ""
+        self.scopes = normalize_scopes(scopes, f"prompt {self.name}")
+        self.is_async = True
+        self.context_param = "ctx"
+        args = definition.get("arguments")
+        self.arguments = [a for a in args if isinstance(a, dict)] if isinstance(args, list) else []
+
+    def describe(self, *, titles: bool) -> dict[str, Any]:
+        out = dict(self.definition)
+        out["name"] = self.name
+        if not titles:
+            for key in ("title", "_meta", "icons"):
+                out.pop(key, None)
+        return out
+
+    def parse_arguments(self, arguments: Any) -> dict[str, Any]:
+        return {"arguments": arguments if isinstance(arguments, dict) else {}}
+
+
+class ForwardedResource(ResourceDef):
+    """A resource or resource template served by an upstream; reading it forwards the URI."""
+
+    def __init__(self, definition: dict[str, Any], uri: str, read: Callable[..., Awaitable[Any]], *,
+                 template: bool, scopes: list[str]) -> None:
+        self.definition = definition
+        self.upstream_uri = str(definition["uriTemplate" if template else "uri"])
+        self.uri = uri
+        self.fn = read
+        self.name = str(definition.get("name") or self.upstream_uri)
+        self.title = definition.get("title") if isinstance(definition.get("title"), str) else None
+        self.description = definition.get("description") if isinstance(definition.get("description"), str) else None
+        self.mime_type = definition.get("mimeType") if isinstance(definition.get("mimeType"), str) else None
+        size = definition.get("size")
+        self.size = size if isinstance(size, int) and not isinstance(size, bool) else None
+        self.listed = True
+        self.scopes = normalize_scopes(scopes, f"resource {uri}")
+        self.is_async = True
+        self.is_template = template
+        self.variables = []
+        self._pattern = _compile(uri) if template else None
+
+    def __repr__(self) -> str:
+        return f"<mcpkit forwarded resource {self.uri!r}>"
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        """A template's reader gets the URI itself (the upstream expands its own template);
+        a fixed resource's reader knows its URI."""
+        if self._pattern is None:
+            return {} if uri == self.uri else None
+        return {"uri": uri} if self._pattern.fullmatch(uri) else None
+
+    def describe(self, *, titles: bool) -> dict[str, Any]:
+        out = dict(self.definition)
+        out["uriTemplate" if self.is_template else "uri"] = self.uri
+        if not titles:
+            for key in ("title", "_meta", "icons"):
+                out.pop(key, None)
+        return out
+
+    def to_contents(self, uri: str, value: Any) -> list[Any]:
+        return list(value)
+
+
+def forwarded_completion(ref_type: str, ref: str, complete: Callable[..., Awaitable[list[str]]]) -> CompletionDef:
+    """Completions of every argument of one upstream prompt or resource template."""
+    prompt, resource = (ref, None) if ref_type == "ref/prompt" else (None, ref)
+    item = CompletionDef(complete, prompt=prompt, resource=resource, argument=None)
+    item.upstream_ref = ref  # type: ignore[attr-defined]
+    return item
