@@ -27,6 +27,14 @@ class _NoArguments(msgspec.Struct):
     pass
 
 
+class RawPromptMessage(msgspec.Struct, omit_defaults=True):
+    """An upstream's prompt message, carried as it came."""
+
+    role: Any
+    content: Any
+    meta: Any = msgspec.field(default=msgspec.UNSET, name="_meta")
+
+
 class ForwardedTool(ToolDef):
     """A tool served by an upstream. Arguments pass through unvalidated (the upstream checks
     them); the upstream's CallToolResult is answered as it is (``ToolResult.raw``)."""
@@ -107,6 +115,13 @@ class ForwardedPrompt(PromptDef):
 
     def parse_arguments(self, arguments: Any) -> dict[str, Any]:
         return {"arguments": arguments if isinstance(arguments, dict) else {}}
+
+    def to_messages(self, value: Any) -> tuple[list[Any], str | None]:  # type: ignore[override]
+        messages = value.get("messages") if isinstance(value, dict) else None
+        out = [RawPromptMessage(m.get("role"), m.get("content"), m.get("_meta", msgspec.UNSET))
+               for m in messages or [] if isinstance(m, dict)]
+        description = value.get("description") if isinstance(value, dict) else None
+        return out, description if isinstance(description, str) else None
 
 
 class ForwardedResource(ResourceDef):

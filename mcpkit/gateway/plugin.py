@@ -27,7 +27,7 @@ from ..server.errors import ResourceNotFound
 from ..server.tools import ToolResult
 from .items import ForwardedPrompt, ForwardedResource, ForwardedTool, forwarded_completion
 from .link import Link, Listing, Unavailable
-from .relay import Calls, call_result, failure_text, forward, plain_result
+from .relay import Calls, call_result, content_for, failure_text, forward, plain_result
 from .settings import UpstreamSettings
 
 log = logging.getLogger("mcpkit.gateway")
@@ -183,9 +183,13 @@ class UpstreamPlugin:
             if arguments:
                 params["arguments"] = arguments
             try:
-                return plain_result(await forward(link, calls, "prompts/get", params, ctx))
+                result = plain_result(await forward(link, calls, "prompts/get", params, ctx))
             except (Unavailable, McpError) as exc:
                 raise ProtocolError(jsonrpc.INTERNAL_ERROR, failure_text(link, exc)) from None
+            for message in result.get("messages") or []:
+                if isinstance(message, dict) and isinstance(message.get("content"), dict):
+                    message["content"] = content_for([message["content"]], ctx.protocol_version)[0]
+            return result
 
         return get
 
