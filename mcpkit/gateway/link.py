@@ -49,7 +49,7 @@ class Unavailable(Exception):
 class Link:
     """The session with one upstream, kept alive for the life of the server."""
 
-    def __init__(self, settings: UpstreamSettings, *, listed: Callable[[Listing, set[str]], Awaitable[None]],
+    def __init__(self, settings: UpstreamSettings, *, listed: Callable[..., Awaitable[None]],
                  updated: Callable[[str], Awaitable[None]], handlers: dict[str, Any]) -> None:
         self.settings = settings
         self._listed = listed
@@ -113,6 +113,8 @@ class Link:
                 error = str(exc)
             except McpError as exc:
                 error = exc.message
+                if exc.http_status is not None and str(exc.http_status) not in error:
+                    error += f" (HTTP {exc.http_status})"
             except (OSError, ValueError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
             except Exception as exc:  # a bug here must not stop the server: reported, retried
@@ -245,7 +247,7 @@ class Link:
             except McpError as exc:
                 log.warning("upstream %s: re-listing %s failed: %s", self.settings.name, kind, exc.message)
                 return
-            await self._listed(self.listing, {kind})
+            await self._listed(self.listing, {kind}, True)
         elif method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
             await self._updated(params["uri"])
 

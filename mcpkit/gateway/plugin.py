@@ -63,16 +63,18 @@ class UpstreamPlugin:
         return self.link.status()
 
     # -- the registry ---------------------------------------------------------------------------
-    async def _listed(self, listing: Listing, kinds: set[str]) -> None:
+    async def _listed(self, listing: Listing, kinds: set[str], notified: bool = False) -> None:
+        """Install a listing. Our ``list_changed`` goes out for each kind whose items changed,
+        and for each kind the upstream said changed (``notified``): it may know better."""
         app = self.app
         if app is None:
             return
         changed = []
-        if "tools" in kinds and self._install_tools(app, listing):
+        if "tools" in kinds and (self._install_tools(app, listing) or notified):
             changed.append("tools")
-        if "prompts" in kinds and self._install_prompts(app, listing):
+        if "prompts" in kinds and (self._install_prompts(app, listing) or notified):
             changed.append("prompts")
-        if "resources" in kinds and self._install_resources(app, listing):
+        if "resources" in kinds and (self._install_resources(app, listing) or notified):
             changed.append("resources")
         self._install_completions(app, listing)
         for kind in changed:
