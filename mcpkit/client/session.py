@@ -386,5 +386,7 @@ class Session:
         return responses
 
     async def aclose(self) -> None:
+        # requests still waiting get an answer now: the connection is going away under them
+        self._on_failure(Failure(None, ConnectionClosed("the connection was closed while the request was waiting")))
         await self.transport.aclose()
         self._events_in.close()
