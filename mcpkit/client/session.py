@@ -8,7 +8,6 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
-import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Union
@@ -169,13 +168,18 @@ class Session:
             try:
                 await self.transport.send(jsonrpc.encode_request(rid, method, params or msgspec.UNSET),
                                           request_id=rid, headers=headers, stateless=stateless_http)
-                with trio.move_on_after(math.inf if wait is None else float(wait)) as scope:  # type: ignore[arg-type]
+                if wait is None:  # no scope of its own: the caller's scope is the deadline (a gateway)
                     await slot.done.wait()
+                    timed_out = False
+                else:
+                    with trio.move_on_after(float(wait)) as scope:  # type: ignore[arg-type]
+                        await slot.done.wait()
+                    timed_out = scope.cancelled_caught
             except trio.Cancelled:
                 with trio.CancelScope(shield=True):
                     await self._cancel_on_wire(rid, method, "the client cancelled the request")
                 raise
-            if scope.cancelled_caught:
+            if timed_out:
                 if cancel_on_timeout:
                     await self._cancel_on_wire(rid, method, f"timed out after {wait:g}s")
                 raise RequestTimeout(f"{method}: no answer within {wait:g}s")

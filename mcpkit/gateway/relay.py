@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-from typing import Any, Iterator
+from typing import Any
 
 import msgspec
 import trio
@@ -52,17 +52,15 @@ class Calls:
         self._live: dict[int, Context] = {}
         self._ids = itertools.count()
 
-    @contextlib.contextmanager
-    def track(self, ctx: Context | None) -> Iterator[None]:
-        if ctx is None:
-            yield
-            return
+    def enter(self, ctx: Context | None) -> int:
+        """Track a call in flight until :meth:`leave` (its key); None is not tracked."""
         key = next(self._ids)
-        self._live[key] = ctx
-        try:
-            yield
-        finally:
-            del self._live[key]
+        if ctx is not None:
+            self._live[key] = ctx
+        return key
+
+    def leave(self, key: int) -> None:
+        self._live.pop(key, None)
 
     def target(self) -> Context | None:
         """The call an unaddressed message belongs to: the only one in flight, or the oldest
@@ -162,15 +160,17 @@ async def _request(link: Link, calls: Calls, method: str, params: dict[str, Any]
             meta[META_LOG_LEVEL] = ctx.log_level
         params["_meta"] = meta
     progress = _progress_relay(ctx) if ctx is not None and ctx.progress_token is not None else None
+    key = calls.enter(ctx)
     try:
-        with calls.track(ctx):
-            return await session.request(method, params, timeout=None, progress=progress)
+        return await session.request(method, params, timeout=None, progress=progress)
     except RpcError as exc:
         raise ProtocolError(exc.rpc_code if exc.rpc_code is not None else jsonrpc.INTERNAL_ERROR, exc.message,
                             exc.data if exc.data is not None else msgspec.UNSET) from None
     except McpError as exc:
         link.call_failed(exc)
         raise
+    finally:
+        calls.leave(key)
 
 
 def relayable(caps: dict[str, Any], link: Link) -> dict[str, Any]:
