@@ -10,7 +10,7 @@ PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml
 # openapi's [embeddings] extra (hybrid ranking) is installed too, so its tests run in make test.
 EDITABLES   := -e '.[test]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
 
-.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-scaleout dist fuzz clean
+.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-gateway bench-scaleout dist fuzz clean
 
 install: $(STAMP)
 
@@ -82,6 +82,12 @@ dist: install
 bench-http: install fixtures
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_http.py
+
+# mcpkit direct, through its gateway (stdio and HTTP upstreams) and FastMCP's proxy (installed
+# into .bench/fastmcp-venv on first use), side by side (docs/benchmarks.md).
+bench-gateway: install fixtures
+	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
+	cd bench && ../$(PY) bench_gateway.py
 
 # state = "memory" against state = "redis://..." on 1, 2 and 4 workers (redis-server and wrk
 # installed from Debian's packages when missing).
