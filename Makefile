@@ -87,7 +87,7 @@ bench-http: install fixtures
 # into .bench/fastmcp-venv on first use), side by side (docs/benchmarks.md).
 bench-gateway: install fixtures
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
-	cd bench && ../$(PY) bench_gateway.py
+	$(PY) bench/bench_gateway.py
 
 # state = "memory" against state = "redis://..." on 1, 2 and 4 workers (redis-server and wrk
 # installed from Debian's packages when missing).

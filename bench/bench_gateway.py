@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_http import META, TICK, free_port, run_wrk  # noqa: F401 (TICK: the same /proc clock)
+from bench_http import META, Server, free_port, run_wrk
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -71,13 +71,7 @@ class Front:
                 time.sleep(0.1)
         raise RuntimeError(f"{kind} did not start")
 
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+    stop = Server.stop
 
 
 def start_all(tmp: Path) -> tuple[dict[str, Front], list[Front]]:

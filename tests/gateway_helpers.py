@@ -89,17 +89,22 @@ class Process:
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stopped(self.proc)
 
     def __enter__(self) -> "Process":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stopped(proc: subprocess.Popen) -> None:
+    """Wait for a terminated process; kill it after 15 s."""
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def sdk_http(port: int, *extra: str) -> Process:

@@ -35,6 +35,11 @@ class RawPromptMessage(msgspec.Struct, omit_defaults=True):
     meta: Any = msgspec.field(default=msgspec.UNSET, name="_meta")
 
 
+def _typed(definition: dict[str, Any], key: str, kind: type, default: Any = None) -> Any:
+    value = definition.get(key)
+    return value if isinstance(value, kind) else default
+
+
 class ForwardedTool(ToolDef):
     """A tool served by an upstream. Arguments pass through unvalidated (the upstream checks
     them); the upstream's CallToolResult is answered as it is (``ToolResult.raw``)."""
@@ -42,14 +47,10 @@ class ForwardedTool(ToolDef):
     def __init__(self, definition: dict[str, Any], call: Callable[[dict[str, Any], Context], Awaitable[ToolResult]], *,
                  scopes: list[str], timeout: float | None, task: str | None) -> None:
         # no signature to read: everything comes from the upstream's definition
-        self.definition = definition
-        self.upstream_name = str(definition["name"])
-        self.name = self.upstream_name
-        self.fn = call
-        self.title = definition.get("title") if isinstance(definition.get("title"), str) else None
-        self.description = definition.get("description") if isinstance(definition.get("description"), str) else ""
-        self.annotations = definition.get("annotations") if isinstance(definition.get("annotations"), dict) else None
-        self.meta = definition.get("_meta") if isinstance(definition.get("_meta"), dict) else None
+        self.definition, self.fn = definition, call
+        self.upstream_name = self.name = str(definition["name"])
+        self.title, self.description = _typed(definition, "title", str), _typed(definition, "description", str, "")
+        self.annotations, self.meta = _typed(definition, "annotations", dict), _typed(definition, "_meta", dict)
         schema = definition.get("inputSchema")
         self.input_schema = schema if isinstance(schema, dict) else {"type": "object", "properties": {}}
         out = definition.get("outputSchema")
@@ -93,12 +94,9 @@ class ForwardedPrompt(PromptDef):
     """A prompt served by an upstream; its arguments and messages pass through."""
 
     def __init__(self, definition: dict[str, Any], get: Callable[..., Awaitable[Any]], *, scopes: list[str]) -> None:
-        self.definition = definition
-        self.upstream_name = str(definition["name"])
-        self.name = self.upstream_name
-        self.fn = get
-        self.title = definition.get("title") if isinstance(definition.get("title"), str) else None
-        self.description = definition.get("description") if isinstance(definition.get("description"), str) else ""
+        self.definition, self.fn = definition, get
+        self.upstream_name = self.name = str(definition["name"])
+        self.title, self.description = _typed(definition, "title", str), _typed(definition, "description", str, "")
         self.scopes = normalize_scopes(scopes, f"prompt {self.name}")
         self.is_async = True
         self.context_param = "ctx"
@@ -134,9 +132,8 @@ class ForwardedResource(ResourceDef):
         self.uri = uri
         self.fn = read
         self.name = str(definition.get("name") or self.upstream_uri)
-        self.title = definition.get("title") if isinstance(definition.get("title"), str) else None
-        self.description = definition.get("description") if isinstance(definition.get("description"), str) else None
-        self.mime_type = definition.get("mimeType") if isinstance(definition.get("mimeType"), str) else None
+        self.title, self.description = _typed(definition, "title", str), _typed(definition, "description", str)
+        self.mime_type = _typed(definition, "mimeType", str)
         size = definition.get("size")
         self.size = size if isinstance(size, int) and not isinstance(size, bool) else None
         self.listed = True
