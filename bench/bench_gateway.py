@@ -74,18 +74,18 @@ class Front:
     stop = Server.stop
 
 
-def start_all(tmp: Path) -> tuple[dict[str, Front], list[Front]]:
+def start_all(tmp: Path, kinds: tuple[str, ...], protocol: str = "auto") -> tuple[dict[str, Front], list[Front]]:
     up_port = free_port()
     upstream = Front("upstream-http", [str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", str(up_port),
                                        "--plugin", "hello"], up_port)
     up_url = f"http://127.0.0.1:{up_port}/mcp"
     stdio_cfg = tmp / "gw-stdio.toml"
-    stdio_cfg.write_text(f'[upstreams.hello_up]\ncommand = {json_list(HELLO_STDIO)}\nprefix = ""\n')
+    stdio_cfg.write_text(f'[upstreams.hello_up]\ncommand = {json_list(HELLO_STDIO)}\nprefix = ""\nprotocol = "{protocol}"\n')
     http_cfg = tmp / "gw-http.toml"
-    http_cfg.write_text(f'[upstreams.hello_up]\nurl = "{up_url}"\nprefix = ""\n')
-    fpy = fastmcp_python()
+    http_cfg.write_text(f'[upstreams.hello_up]\nurl = "{up_url}"\nprefix = ""\nprotocol = "{protocol}"\n')
+    fpy = fastmcp_python() if any(k.startswith("fastmcp") for k in kinds) else ""
     fronts: dict[str, Front] = {}
-    for kind in KINDS:
+    for kind in kinds:
         port = free_port()
         serve = [str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", str(port)]
         argv = {
@@ -110,17 +110,20 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--conns", type=int, default=8)
+    ap.add_argument("--upstream-protocol", default="auto", help="the gateway's protocol setting for its upstreams")
+    ap.add_argument("--only", default=",".join(KINDS), help="the servers to run, comma-separated (default: all)")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("bench_gateway needs wrk (Debian package wrk; `make bench-http` installs it)")
-    results: dict[str, list[dict[str, float]]] = {k: [] for k in KINDS}
+    kinds = tuple(k for k in KINDS if k in args.only.split(","))
+    results: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
     with tempfile.TemporaryDirectory() as tmp:
-        fronts, others = start_all(Path(tmp))
+        fronts, others = start_all(Path(tmp), kinds, args.upstream_protocol)
         try:
-            for kind in KINDS:  # warm-up (FastMCP connects its upstream on first use)
+            for kind in kinds:  # warm-up (FastMCP connects its upstream on first use)
                 run_wrk(fronts[kind], CALL_HEADERS, CALL_BODY, args.conns, 1)
             for rnd in range(args.rounds):
-                order = KINDS if rnd % 2 == 0 else tuple(reversed(KINDS))
+                order = kinds if rnd % 2 == 0 else tuple(reversed(kinds))
                 for kind in order:
                     results[kind].append(run_wrk(fronts[kind], CALL_HEADERS, CALL_BODY, args.conns, args.seconds))
                 print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
@@ -135,13 +138,17 @@ def report(results: dict[str, list[dict[str, float]]], args: argparse.Namespace)
     print(f"machine: {os.cpu_count()} CPUs; wrk -c{args.conns}, {args.seconds:g} s per run, {args.rounds} alternating "
           f"rounds, medians; CPU is the front process's only")
     print("| server | req/s | CPU µs/call | p50 ms | p99 ms |\n|---|---|---|---|---|")
-    for kind in KINDS:
+    for kind in med:
         m = med[kind]
         print(f"| {kind} | {m['rps']:,.0f} | {m['cpu_us']:.0f} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} |")
     for via in ("stdio", "http"):
+        if not {f"gateway-{via}", f"fastmcp-{via}", "direct"} <= set(med):
+            continue
         g, f, d = med[f"gateway-{via}"], med[f"fastmcp-{via}"], med["direct"]
         print(f"{via} upstream: gateway adds {g['cpu_us'] - d['cpu_us']:.0f} µs CPU per call over direct; "
               f"{g['rps'] / f['rps']:.1f}x FastMCP's calls/s at {g['cpu_us'] / f['cpu_us']:.2f}x its CPU per call")
+    if not {"gateway-stdio", "direct"} <= set(results):
+        return
     per_round = [r["cpu_us"] - d["cpu_us"] for r, d in zip(results["gateway-stdio"], results["direct"])]
     print("added CPU per call over stdio, per round (µs): " + " ".join(f"{v:.0f}" for v in per_round))
 

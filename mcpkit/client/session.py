@@ -105,6 +105,8 @@ class Session:
         self._seen_valid = False
         self._garbage: BadResponse | None = None
         self._nursery: trio.Nursery | None = None
+        self._meta: dict[str, Any] = {}
+        self._meta_key: tuple[Any, ...] | None = None
         # bounded: a server that floods notifications loses some, never grows our memory
         self._events_in, self._events_out = trio.open_memory_channel[tuple[Callback, tuple[Any, ...]]](_CALLBACK_QUEUE)
 
@@ -129,11 +131,15 @@ class Session:
         return caps
 
     def stateless_meta(self) -> dict[str, Any]:
-        meta = {META_PROTOCOL_VERSION: self.version, META_CLIENT_INFO: self.client_info,
-                META_CLIENT_CAPABILITIES: self.capabilities}
-        if self.log_level:
-            meta[META_LOG_LEVEL] = self.log_level
-        return meta
+        """The stateless era's envelope (a fresh dict; built once per version and log level)."""
+        key = (self.version, self.log_level, self.declare_tasks)
+        if self._meta_key != key:
+            meta = {META_PROTOCOL_VERSION: self.version, META_CLIENT_INFO: self.client_info,
+                    META_CLIENT_CAPABILITIES: self.capabilities}
+            if self.log_level:
+                meta[META_LOG_LEVEL] = self.log_level
+            self._meta, self._meta_key = meta, key
+        return dict(self._meta)
 
     # --- sending ---------------------------------------------------------------------------
 
@@ -158,7 +164,11 @@ class Session:
             params["_meta"] = {**params.get("_meta", {}), "progressToken": token}
             self._progress[token] = progress
         if self.era == "stateless":
-            params["_meta"] = {**self.stateless_meta(), **params.get("_meta", {})}
+            meta = self.stateless_meta()
+            given = params.get("_meta")
+            if given:
+                meta.update(given)
+            params["_meta"] = meta
         stateless_http = self.era == "stateless" and self.transport.kind == "http"
         headers = self.header_source(method, params) if stateless_http and self.header_source else None
         rid = self._ids()

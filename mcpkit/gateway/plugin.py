@@ -164,13 +164,12 @@ class UpstreamPlugin:
         link, calls = self.link, self.calls
 
         async def call(arguments: dict[str, Any], ctx: Context) -> ToolResult:
-            deadline = trio.current_effective_deadline()
             try:
                 result = await forward(link, calls, "tools/call", {"name": upstream_name, "arguments": arguments}, ctx)
             except (Unavailable, McpError) as exc:
                 return ToolResult(raw={"content": [{"type": "text", "text": failure_text(link, exc)}], "isError": True})
             except trio.Cancelled:
-                if trio.current_time() >= deadline:  # ran out of time: does the upstream still answer?
+                if trio.current_time() >= trio.current_effective_deadline():  # out of time: does the upstream answer?
                     self.gateway.check_alive(link)
                 raise
             return ToolResult(raw=call_result(result, ctx.protocol_version))

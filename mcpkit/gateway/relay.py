@@ -242,7 +242,7 @@ def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
     """An upstream's CallToolResult as the downstream revision carries it (the era's own
     fields are the dispatcher's to add)."""
     f = features(version)
-    out = _without_era_fields(result)
+    out = _without_era_fields(result) if ("resultType" in result or "_meta" in result or "ttlMs" in result) else dict(result)
     content = out.get("content")
     out["content"] = content_for(content, version) if isinstance(content, list) else []
     if not f.structured_output:

@@ -79,8 +79,15 @@ class StdioTransport:
         if proc is None or proc.stdin is None:
             raise ConnectionClosed("the server process is not running")
         try:
-            async with self._lock:
-                await proc.stdin.send_all(frame + b"\n")
+            if self._lock.locked() or self._lock.statistics().tasks_waiting:
+                async with self._lock:  # another send is writing: one frame at a time
+                    await proc.stdin.send_all(frame + b"\n")
+            else:
+                self._lock.acquire_nowait()  # the common case: nobody else is sending
+                try:
+                    await proc.stdin.send_all(frame + b"\n")
+                finally:
+                    self._lock.release()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise ConnectionClosed("the server process closed its input") from None
 
