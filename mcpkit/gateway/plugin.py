@@ -27,6 +27,7 @@ from ..server.errors import ResourceNotFound
 from ..server.tools import ToolResult
 from .items import ForwardedPrompt, ForwardedResource, ForwardedTool, forwarded_completion
 from .link import Link, Listing, Unavailable
+from .parking import Parking
 from .relay import Calls, call_result, content_for, failure_text, forward, plain_result
 from .settings import UpstreamSettings
 
@@ -41,7 +42,7 @@ class UpstreamPlugin:
         self.settings = settings
         self.name = settings.name
         self.gateway = gateway
-        self.calls = Calls(settings.name)
+        self.calls = Calls(settings.name, Parking(lambda: gateway.nursery))
         handlers = {"log": self.calls.on_log, "request": self.calls.on_request,
                     "elicitation": _declared, "sampling": _declared}
         self.link = Link(settings, listed=self._listed, updated=self._updated, handlers=handlers)
@@ -312,6 +313,11 @@ class Gateway:
             if plugin is not None and info.loaded:
                 plugin.app, plugin.info = app, info
                 info.status = plugin.status
+
+    @property
+    def nursery(self) -> trio.Nursery | None:
+        """Where the gateway runs what outlives one request (parked calls, probes)."""
+        return self._nursery
 
     def check_alive(self, link: Link) -> None:
         if self._nursery is not None:

@@ -31,6 +31,7 @@ from ..protocol.versions import features
 from ..server.context import Context
 from ..server.errors import MissingCapability, ToolError
 from .link import Link, Unavailable
+from .parking import ParkedCall, Parking
 
 log = logging.getLogger("mcpkit.gateway")
 
@@ -47,12 +48,14 @@ class Calls:
     """The downstream calls in flight on one upstream: where the upstream's messages that carry
     no request id (log messages, and a handshake-era upstream's requests) are relayed to."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, parking: Parking | None = None) -> None:
         self.name = name
-        self._live: dict[int, Context] = {}
+        self._live: dict[int, Any] = {}  # Context, or ParkedCall
         self._ids = itertools.count()
+        #: where calls of stateless callers to a handshake-era upstream wait between rounds
+        self.parking = parking
 
-    def enter(self, ctx: Context | None) -> int:
+    def enter(self, ctx: Any) -> int:
         """Track a call in flight until :meth:`leave` (its key); None is not tracked."""
         key = next(self._ids)
         if ctx is not None:
@@ -62,7 +65,7 @@ class Calls:
     def leave(self, key: int) -> None:
         self._live.pop(key, None)
 
-    def target(self) -> Context | None:
+    def target(self) -> Any:
         """The call an unaddressed message belongs to: the only one in flight, or the oldest
         when every call in flight came from one downstream client. Several clients: nobody
         (a message for one user must never reach another)."""
@@ -76,6 +79,8 @@ class Calls:
     async def on_log(self, params: dict[str, Any]) -> None:
         level = params.get("level") if params.get("level") in _LEVELS else "info"
         ctx = self.target()
+        if isinstance(ctx, ParkedCall):
+            ctx = ctx.ctx
         if ctx is None:
             log.log(_LEVELS[level], "upstream %s: %s", self.name, jsonrpc.clip(str(params.get("data")), 500))
             return
@@ -92,6 +97,8 @@ class Calls:
             if method == "roots/list":
                 return {"roots": []}
             raise RpcError(f"no call in flight that {method} could be relayed to", jsonrpc.INTERNAL_ERROR)
+        if isinstance(ctx, ParkedCall):  # a stateless caller: its next round answers
+            return await ctx.ask(method, params)
         if ctx.stateless:
             raise RpcError(f"the client of this call speaks the stateless era ({ctx.protocol_version}), which has "
                            f"no live {method} requests; the gateway cannot relay this one", jsonrpc.INTERNAL_ERROR)
@@ -160,6 +167,9 @@ async def _request(link: Link, calls: Calls, method: str, params: dict[str, Any]
             meta[META_LOG_LEVEL] = ctx.log_level
         params["_meta"] = meta
     progress = _progress_relay(ctx) if ctx is not None and ctx.progress_token is not None else None
+    parking = calls.parking
+    if ctx is not None and ctx.stateless and session.era == "handshake" and parking is not None and parking.can_park():
+        return await _parked_request(link, calls, session, method, params, ctx)
     key = calls.enter(ctx)
     try:
         return await session.request(method, params, timeout=None, progress=progress)
@@ -171,6 +181,33 @@ async def _request(link: Link, calls: Calls, method: str, params: dict[str, Any]
         raise
     finally:
         calls.leave(key)
+
+
+async def _parked_request(link: Link, calls: Calls, session: Any, method: str, params: dict[str, Any], ctx: Context) -> Any:
+    """A stateless caller, a handshake-era upstream: the upstream request may ask live, so it
+    runs parked (see :mod:`.parking`), answered by the caller's next rounds."""
+    assert calls.parking is not None
+    state = ctx.request_state if isinstance(ctx.request_state, dict) else {}
+
+    async def start(parked: ParkedCall) -> Any:
+        async def progress(p: Any, total: Any = None, message: Any = None) -> None:
+            if parked.ctx.progress_token is not None:
+                await _progress_relay(parked.ctx)(p, total, message)
+
+        key = calls.enter(parked)
+        try:
+            return await session.request(method, params, timeout=None, progress=progress)
+        finally:
+            calls.leave(key)
+
+    try:
+        return await calls.parking.forward(ctx, state, start)
+    except RpcError as exc:
+        raise ProtocolError(exc.rpc_code if exc.rpc_code is not None else jsonrpc.INTERNAL_ERROR, exc.message,
+                            exc.data if exc.data is not None else msgspec.UNSET) from None
+    except McpError as exc:
+        link.call_failed(exc)
+        raise
 
 
 def relayable(caps: dict[str, Any], link: Link) -> dict[str, Any]:
