@@ -189,3 +189,28 @@ def test_config_mistakes_are_one_line(tmp_path) -> None:
     out = subprocess.run([MCPKIT, "serve", "--upstream", "x=/bin/cat"], capture_output=True, text=True, timeout=30,
                          stdin=subprocess.DEVNULL)
     assert out.returncode != 0 and "only URLs go on the command line" in out.stderr
+
+
+def test_per_upstream_scopes_decide_who_sees_what(tmp_path) -> None:
+    """Downstream authorization: an upstream's `scopes` hide its tools from principals without
+    them, and calling one anyway is refused (403 step-up), while another upstream's are served."""
+    port = free_port()
+    config = write_config(tmp_path / "gw.toml", {
+        "open": sdk_stdio(scopes=["docs"], tools=["greet"]),
+        "closed": sdk_stdio(scopes=["admin"], tools=["greet"]),
+    }, server={"auth": {"verifier": "static", "token": "team-token", "token_scopes": ["docs"]}})
+    with Process(gateway_argv(config, "--transport", "http", "--port", str(port)), port) as gw:
+        async def run() -> tuple[set[str], str, Exception | None]:
+            async with mc.connect(gw.url, auth_token="team-token") as client:
+                names = {t["name"] for t in await client.list_tools()}
+                text = (await client.call_tool("open_greet", {"name": "Ada"})).text
+                try:
+                    await client.call_tool("closed_greet", {"name": "Ada"}, validate=False)
+                    refused = None
+                except mc.McpError as exc:
+                    refused = exc
+                return names, text, refused
+
+        names, text, refused = trio.run(run)
+    assert names == {"open_greet"} and text == "Hello, Ada."
+    assert refused is not None and refused.http_status == 403

@@ -50,6 +50,7 @@ class ParkedCall:
         self.asks: dict[str, Ask] = {}
         self._keys = itertools.count(1)
         self.done = False
+        self.collected = trio.Event()  # the caller took the outcome
         self.result: Any = None
         self.error: BaseException | None = None
         self.scope = trio.CancelScope(deadline=trio.current_time() + PARK_TTL_S)
@@ -91,6 +92,9 @@ class Parking:
     def __init__(self, nursery: Callable[[], "trio.Nursery | None"]) -> None:
         self._nursery = nursery
         self._parked: dict[str, ParkedCall] = {}
+        # tokens: unguessable per process, then a counter (they travel sealed in requestState)
+        self._prefix = secrets.token_urlsafe(12)
+        self._count = itertools.count(1)
 
     def can_park(self) -> bool:
         return self._nursery() is not None and len(self._parked) < MAX_PARKED
@@ -105,7 +109,7 @@ class Parking:
                                     "server process served it): call again without requestState")
             parked.ctx = ctx
         else:
-            parked = ParkedCall(ctx, secrets.token_urlsafe(16))
+            parked = ParkedCall(ctx, f"{self._prefix}.{next(self._count)}")
             self._parked[parked.token] = parked
             nursery = self._nursery()
             assert nursery is not None
@@ -115,6 +119,7 @@ class Parking:
                 parked.changed = trio.Event()
                 if parked.done:
                     self._parked.pop(parked.token, None)
+                    parked.collected.set()
                     if parked.error is not None:
                         raise parked.error
                     return parked.result
@@ -133,7 +138,6 @@ class Parking:
 
     async def _run(self, parked: ParkedCall, start: Callable[[ParkedCall], Awaitable[Any]]) -> None:
         await parked.run(lambda: start(parked))
-        with trio.move_on_at(parked.scope.deadline):  # the result waits for a last retry until the deadline
-            while parked.token in self._parked:
-                await trio.sleep(1)
+        with trio.move_on_at(parked.scope.deadline):  # the outcome waits for a last retry until the deadline
+            await parked.collected.wait()
         self._parked.pop(parked.token, None)

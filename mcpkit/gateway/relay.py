@@ -168,7 +168,10 @@ async def _request(link: Link, calls: Calls, method: str, params: dict[str, Any]
         params["_meta"] = meta
     progress = _progress_relay(ctx) if ctx is not None and ctx.progress_token is not None else None
     parking = calls.parking
-    if ctx is not None and ctx.stateless and session.era == "handshake" and parking is not None and parking.can_park():
+    if ctx is not None and ctx.stateless and session.era == "handshake" and parking is not None \
+            and any(k in ctx.client_capabilities for k in _RELAYABLE) and parking.can_park():
+        # a caller that could answer a live request of this upstream: the call may need to
+        # outlive the caller's round (a caller that declared none of them is refused at once)
         return await _parked_request(link, calls, session, method, params, ctx)
     key = calls.enter(ctx)
     try:
