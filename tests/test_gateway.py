@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import trio

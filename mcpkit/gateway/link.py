@@ -22,7 +22,6 @@ import trio
 from ..client.client import Client, connect
 from ..client.errors import ConnectionClosed, ConnectionFailed, McpError, RequestTimeout, SessionExpired
 from ..client.settings import ClientSettings
-from ..protocol.versions import STATELESS_VERSIONS
 from .settings import UpstreamSettings
 
 log = logging.getLogger("mcpkit.gateway")
@@ -106,7 +105,6 @@ class Link:
                 with trio.CancelScope() as self._restart:
                     async with self._connect() as client:
                         await self._serve(client)
-                        failures, delay = 0, s.backoff
                 if self._restart.cancelled_caught and self.error:
                     error = self.error
             except Unavailable as exc:
@@ -123,6 +121,8 @@ class Link:
             finally:
                 self.client = None
                 self._restart = None
+            if self.state == "connected":  # a session that worked: back-off starts over
+                failures, delay = 0, s.backoff
             failures += 1
             self.first_attempt.set()
             if s.max_attempts and failures >= s.max_attempts:
@@ -318,4 +318,4 @@ def _connect_handlers(h: dict[str, Any]) -> dict[str, Any]:
             "roots": [], "on_request": h.get("request"), "on_bad_message": h.get("bad_message")}
 
 
-__all__ = ["Link", "Listing", "Unavailable", "STATELESS_VERSIONS"]
+__all__ = ["Link", "Listing", "Unavailable"]
