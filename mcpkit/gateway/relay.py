@@ -168,13 +168,15 @@ async def _request(link: Link, calls: Calls, method: str, params: dict[str, Any]
         params["_meta"] = meta
     progress = _progress_relay(ctx) if ctx is not None and ctx.progress_token is not None else None
     parking = calls.parking
-    if ctx is not None and ctx.stateless and session.era == "handshake" and parking is not None \
-            and any(k in ctx.client_capabilities for k in _RELAYABLE) and parking.can_park():
-        # a caller that could answer a live request of this upstream: the call may need to
-        # outlive the caller's round (a caller that declared none of them is refused at once)
-        return await _parked_request(link, calls, session, method, params, ctx)
-    key = calls.enter(ctx)
+    # a stateless caller that could answer a live request of a handshake-era upstream: the call
+    # may need to outlive the caller's round (a caller that declared none of them is refused)
+    parked = ctx is not None and ctx.stateless and session.era == "handshake" and parking is not None \
+        and any(k in ctx.client_capabilities for k in _RELAYABLE) and parking.can_park()
+    key = None if parked else calls.enter(ctx)
     try:
+        if parked:
+            assert ctx is not None
+            return await _parked_request(calls, session, method, params, ctx)
         return await session.request(method, params, timeout=None, progress=progress)
     except RpcError as exc:
         raise ProtocolError(exc.rpc_code if exc.rpc_code is not None else jsonrpc.INTERNAL_ERROR, exc.message,
@@ -183,12 +185,12 @@ async def _request(link: Link, calls: Calls, method: str, params: dict[str, Any]
         link.call_failed(exc)
         raise
     finally:
-        calls.leave(key)
+        if key is not None:
+            calls.leave(key)
 
 
-async def _parked_request(link: Link, calls: Calls, session: Any, method: str, params: dict[str, Any], ctx: Context) -> Any:
-    """A stateless caller, a handshake-era upstream: the upstream request may ask live, so it
-    runs parked (see :mod:`.parking`), answered by the caller's next rounds."""
+async def _parked_request(calls: Calls, session: Any, method: str, params: dict[str, Any], ctx: Context) -> Any:
+    """The upstream request runs parked (see :mod:`.parking`), answered by the caller's next rounds."""
     assert calls.parking is not None
     state = ctx.request_state if isinstance(ctx.request_state, dict) else {}
 
@@ -203,14 +205,7 @@ async def _parked_request(link: Link, calls: Calls, session: Any, method: str, p
         finally:
             calls.leave(key)
 
-    try:
-        return await calls.parking.forward(ctx, state, start)
-    except RpcError as exc:
-        raise ProtocolError(exc.rpc_code if exc.rpc_code is not None else jsonrpc.INTERNAL_ERROR, exc.message,
-                            exc.data if exc.data is not None else msgspec.UNSET) from None
-    except McpError as exc:
-        link.call_failed(exc)
-        raise
+    return await calls.parking.forward(ctx, state, start)
 
 
 def relayable(caps: dict[str, Any], link: Link) -> dict[str, Any]:
