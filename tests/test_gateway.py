@@ -213,3 +213,18 @@ def test_per_upstream_scopes_decide_who_sees_what(tmp_path) -> None:
         names, text, refused = trio.run(run)
     assert names == {"open_greet"} and text == "Hello, Ada."
     assert refused is not None and refused.http_status == 403
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_upstream_log_messages_reach_the_caller_before_its_answer(tmp_path, era: str) -> None:
+    """The fixture's three log messages, sent before its answer, are relayed to the caller and
+    arrive before that answer (not to mcpkit's own log after the call has left)."""
+    config = write_config(tmp_path / "gw.toml", {"fix": conformance_fixture(prefix="")})
+    for _ in range(3):
+        logs: list[dict] = []
+        async with mc.connect(gateway_argv(config), mode=era, log_level="debug", on_log=logs.append) as client:
+            result = await client.call_tool("test_tool_with_logging", {})
+            await client.session.drain()  # our own client's callbacks, queued before the answer
+            seen = [entry.get("data") for entry in logs]
+        assert result.text == "Tool with logging executed successfully"
+        assert seen == ["Tool execution started", "Tool processing data", "Tool execution completed"]

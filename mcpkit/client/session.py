@@ -200,20 +200,24 @@ class Session:
         if progress is not None and slot.error is None:
             # Progress callbacks run on the callback queue: let the ones queued before the answer
             # finish, so the caller never sees a late progress update after the call returned.
-            drained = trio.Event()
-            while True:
-                try:
-                    self._events_in.send_nowait((drained.set, ()))
-                except trio.ClosedResourceError:
-                    drained.set()
-                except trio.WouldBlock:
-                    await trio.sleep(0.001)  # the queue is full (a flood): wait for room
-                    continue
-                break
-            await drained.wait()
+            await self.drain()
         if slot.error is not None:
             raise slot.error
         return slot.result
+
+    async def drain(self) -> None:
+        """Wait until the notification callbacks queued so far (progress, log messages) have run."""
+        drained = trio.Event()
+        while True:
+            try:
+                self._events_in.send_nowait((drained.set, ()))
+            except trio.ClosedResourceError:
+                return
+            except trio.WouldBlock:
+                await trio.sleep(0.001)  # the queue is full (a flood): wait for room
+                continue
+            break
+        await drained.wait()
 
     async def _cancel_on_wire(self, rid: RequestId, method: str, reason: str) -> None:
         if self.transport.kind == "http" and self.era == "stateless":

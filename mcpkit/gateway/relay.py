@@ -177,7 +177,10 @@ async def _request(link: Link, calls: Calls, method: str, params: dict[str, Any]
         if parked:
             assert ctx is not None
             return await _parked_request(calls, session, method, params, ctx)
-        return await session.request(method, params, timeout=None, progress=progress)
+        result = await session.request(method, params, timeout=None, progress=progress)
+        if progress is None and ctx is not None and (ctx.log_level is not None or not ctx.stateless):
+            await session.drain()  # log messages sent before the answer reach the caller before it
+        return result
     except RpcError as exc:
         raise ProtocolError(exc.rpc_code if exc.rpc_code is not None else jsonrpc.INTERNAL_ERROR, exc.message,
                             exc.data if exc.data is not None else msgspec.UNSET) from None
