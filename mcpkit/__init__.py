@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from ._version import __version__
+from .httpclient import HttpClient, HttpClientError, HttpResponse, HttpStatusError, HttpTimeout, http_client
 from .plugins.hookspecs import hookimpl
 from .protocol.types import (
     Annotations,
@@ -54,4 +55,5 @@ __all__ = [
     "TextContent", "ImageContent", "AudioContent", "ResourceLink", "EmbeddedResource",
     "TextResourceContents", "BlobResourceContents", "Annotations",
     "Principal", "TokenVerifier", "InvalidToken", "VerifierUnavailable", "AuthSettings",
+    "http_client", "HttpClient", "HttpResponse", "HttpClientError", "HttpStatusError", "HttpTimeout",
 ]
