@@ -28,6 +28,7 @@ from .server.context import Context, PeerError, SyncContext
 from .server.errors import DefinitionError, InputRequired, MissingCapability, ResourceNotFound, ToolError
 from .server.middleware import Call, MiddlewareDef, middleware
 from .server.prompts import CompletionDef, PromptDef, completion, prompt
+from .server.redis_client import redis_client
 from .server.resources import ResourceDef, resource
 from .server.tools import ToolDef, ToolResult, tool
 
@@ -55,5 +56,5 @@ __all__ = [
     "TextContent", "ImageContent", "AudioContent", "ResourceLink", "EmbeddedResource",
     "TextResourceContents", "BlobResourceContents", "Annotations",
     "Principal", "TokenVerifier", "InvalidToken", "VerifierUnavailable", "AuthSettings",
-    "http_client", "HttpClient", "HttpResponse", "HttpClientError", "HttpStatusError", "HttpTimeout",
+    "http_client", "redis_client", "HttpClient", "HttpResponse", "HttpClientError", "HttpStatusError", "HttpTimeout",
 ]

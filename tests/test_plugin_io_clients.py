@@ -1,0 +1,123 @@
+"""The recipe for I/O tools (docs/writing-plugins.md): mcpkit.http_client and mcpkit.redis_client
+opened by a plugin's lifespan, used by its tools, closed with the plugin — against a real HTTP
+server on loopback and a real redis-server."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import pytest
+import trio
+
+import mcpkit
+import mcpkit.testing
+
+from .scaleout_fixtures import RedisServer
+
+
+class Counting(dict):  # type: ignore[type-arg]
+    """os.environ that counts how often coredis's variables are read."""
+
+    reads = 0
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if isinstance(key, str) and key.startswith("COREDIS_"):
+            Counting.reads += 1
+        return super().get(key, default)
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Any:
+    server = RedisServer(tmp_path / "redis")
+    yield server
+    server.stop()
+
+
+class StockPlugin:
+    """A plugin with one tool that asks an HTTP API and Redis at once, as the docs show."""
+
+    def __init__(self, api_url: str, redis_url: str) -> None:
+        self.api_url, self.redis_url = api_url, redis_url
+        self.http: mcpkit.HttpClient | None = None
+        self.redis: Any = None
+
+    @mcpkit.hookimpl
+    def mcpkit_tools(self, config: dict[str, Any]) -> list[Any]:
+        @mcpkit.tool
+        async def stock(sku: str) -> dict[str, Any]:
+            """Price from the API, units from Redis."""
+            assert self.http is not None
+            async with self.redis.pipeline(transaction=False) as pipe:
+                units = pipe.incrby(f"stock:{sku}", 0)
+                pipe.incr("lookups")
+            price = (await self.http.get("/price", params={"sku": sku})).raise_for_status().json()
+            return {"sku": sku, "price": price["price"], "units": await units}
+
+        return [stock]
+
+    @mcpkit.hookimpl
+    def mcpkit_lifespan(self, config: dict[str, Any]) -> Any:
+        return self._open()
+
+    @contextlib.asynccontextmanager
+    async def _open(self) -> AsyncIterator[None]:
+        async with mcpkit.http_client(self.api_url, timeout=5) as http, mcpkit.redis_client(self.redis_url) as redis:
+            self.http, self.redis = http, redis
+            yield
+
+
+async def price_api(stream: trio.SocketStream) -> None:
+    buf = b""
+    while True:
+        while b"\r\n\r\n" not in buf:
+            data = await stream.receive_some(4096)
+            if not data:
+                return
+            buf += data
+        head, _, buf = buf.partition(b"\r\n\r\n")
+        sku = head.split(b" ")[1].split(b"sku=")[1].decode()
+        body = json.dumps({"sku": sku, "price": 9.5}).encode()
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+async def test_a_plugin_opens_both_clients_in_its_lifespan_and_they_close_with_it(redis: RedisServer) -> None:
+    redis.command("SET", "stock:a1", "7")
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, price_api, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        plugin = StockPlugin(f"http://127.0.0.1:{port}", redis.url)
+        async with mcpkit.testing.connect({"stock": plugin}) as client:
+            result = await client.call_tool("stock", {"sku": "a1"})
+            assert not result.is_error, result.text
+            assert result.structured == {"sku": "a1", "price": 9.5, "units": 7}
+        assert redis.command("GET", "lookups") == "1"
+        with pytest.raises(RuntimeError, match="closed"):  # closed with the plugin
+            assert plugin.http is not None
+            await plugin.http.get("/price", params={"sku": "a1"})
+        nursery.cancel_scope.cancel()
+
+
+async def test_coredis_reads_its_environment_once_not_per_command(redis: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    counting = Counting(os.environ)
+    monkeypatch.setattr(os, "environ", counting)
+    client = mcpkit.redis_client(redis.url)
+    async with client:
+        Counting.reads = 0
+        for i in range(20):
+            await client.set("k", str(i))
+            assert await client.get("k") == str(i)
+        assert Counting.reads == 0
+    import coredis
+
+    before = coredis.Config.optimized  # coredis's own switch still works when frozen
+    try:
+        coredis.Config.optimized = True
+        assert coredis.Config.optimized is True
+    finally:
+        coredis.Config.optimized = before
+    assert coredis.Config.optimized is before
