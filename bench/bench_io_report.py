@@ -11,7 +11,7 @@ from chart import bar_chart
 COLORS = {"mcpkit": "#2b6cb0", "mcpkit-httpx": "#90cdf4", "ts-sdk": "#2f855a", "py-sdk": "#c05621"}
 PANELS = (("rps", "mcp requests per second (higher is better)"),
           ("cpu_us", "server CPU µs per mcp request, whole process tree (lower is better)"),
-          ("tool_p50", "tool-call p50 under load, ms (lower is better)"))
+          ("tool_p50", "tool-call p50, ms (lower is better)"))
 TOOL, NO_IO = "tool calls", "no-I/O (initialize, tools/list)"
 
 
@@ -62,11 +62,14 @@ def report(result: dict[str, Any], chart: Path | None) -> None:
         print(f"| {k} | " + " | ".join(cells) + " |")
     goals(rounds, kinds)
     if chart is not None:
-        values = {k: {"rps": statistics.median(r[k]["loaded"]["rps"] for r in rounds),
-                      "cpu_us": statistics.median(r[k]["loaded"]["cpu_us"] for r in rounds),
-                      "tool_p50": statistics.median(lat(rounds, k, "loaded", TOOL, "p50"))} for k in kinds}
-        chart.write_text(bar_chart([(f"{result['users']} users, a session per call", [(k, values[k]) for k in kinds])],
-                                   {k: COLORS.get(k, "#888") for k in kinds}, PANELS))
+        def values(k: str, phase: str) -> dict[str, float]:
+            return {"rps": statistics.median(r[k][phase]["rps"] for r in rounds),
+                    "cpu_us": statistics.median(r[k][phase]["cpu_us"] for r in rounds),
+                    "tool_p50": statistics.median(lat(rounds, k, phase, TOOL, "p50"))}
+
+        groups = [(f"{result['users']} users, a session per call", [(k, values(k, "loaded")) for k in kinds]),
+                  ("1 user", [(k, values(k, "unloaded")) for k in kinds])]
+        chart.write_text(bar_chart(groups, {k: COLORS.get(k, "#888") for k in kinds}, PANELS, bar=56))
         print(f"\nchart: {chart}")
 
 

@@ -9,11 +9,12 @@ PANELS = (("rps", "requests per second (higher is better)"), ("cpu_us", "server 
 
 
 def bar_chart(groups: list[tuple[str, list[tuple[str, dict[str, float]]]]], colors: dict[str, str] | None = None,
-              panels: tuple[tuple[str, str], ...] = PANELS) -> str:
+              panels: tuple[tuple[str, str], ...] = PANELS, bar: int = 22) -> str:
     """``groups``: [(label, [(server, {"rps": ..., "cpu_us": ...}), ...]), ...]; one panel per
-    (metric, title) in ``panels``, one colour per server in ``colors`` (the legend's order)."""
+    (metric, title) in ``panels``, one colour per server in ``colors`` (the legend's order),
+    bars ``bar`` pixels wide."""
     colors = colors or COLORS
-    bar, gap, left, panel_h, top = 22, 34, 60, 220, 40
+    gap, left, panel_h, top = 34, 60, 220, 40
     width = max(left + len(groups) * (max(len(g[1]) for g in groups) * bar + gap) + 20, left + 150 * len(colors))
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + len(panels) * (panel_h + 70) + 30}" '
            f'font-family="sans-serif" font-size="11">', '<rect width="100%" height="100%" fill="white"/>']

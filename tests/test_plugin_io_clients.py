@@ -121,3 +121,35 @@ async def test_coredis_reads_its_environment_once_not_per_command(redis: RedisSe
     finally:
         coredis.Config.optimized = before
     assert coredis.Config.optimized is before
+
+
+async def test_the_recipe_in_the_docs_runs_as_written(redis: RedisServer) -> None:
+    """docs/writing-plugins.md's example plugin, taken from the page, against real servers."""
+    import types
+
+    from .helpers import ROOT
+
+    page = (ROOT / "docs" / "writing-plugins.md").read_text()
+    start = page.index("```python\n", page.index("## Tools that call HTTP APIs and Redis")) + len("```python\n")
+    module = types.ModuleType("shop_plugin")
+    exec(compile(page[start:page.index("```", start)], "writing-plugins.md", "exec"), module.__dict__)
+
+    async def price(stream: trio.SocketStream) -> None:
+        buf = b""
+        while b"\r\n\r\n" not in buf or len(buf.partition(b"\r\n\r\n")[2]) < 13:
+            buf += await stream.receive_some(4096)
+        assert buf.startswith(b"POST /v1/price HTTP/1.1") and buf.endswith(b'{"sku":"a-1"}')
+        body = b'{"total":12.5}'
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, price, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        config = {"plugins": {"shop": {"api_url": f"http://127.0.0.1:{port}/v1", "redis_url": redis.url}}}
+        async with mcpkit.testing.connect({"shop": module}, config=config) as client:
+            for n in (1, 2):
+                result = await client.call_tool("checkout", {"user_id": "u1", "sku": "a-1"})
+                assert not result.is_error, result.text
+                assert result.structured == {"price": 12.5, "orders": n}
+        assert redis.command("LRANGE", "history:u1", "0", "-1") == "a-1\na-1"
+        nursery.cancel_scope.cancel()
