@@ -20,21 +20,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 import httpx
 import trio
 
+from bench_http import free_port
 from mcpkit.httpclient import http_client
 
 HERE = Path(__file__).resolve().parent
 CART = {"user_id": "user-00042", "items": [{"product_id": 42, "quantity": 2}, {"product_id": 1337, "quantity": 1}]}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_clients(base: str, concurrency: int) -> dict[str, Callable[[], Any]]:

@@ -30,27 +30,21 @@ import json
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import io_load
+from bench_http import free_port
 from bench_io_report import report
 from io_proc import Proc, tree_cpu, tree_memory
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 SERVERS = ("mcpkit", "mcpkit-httpx", "ts-sdk", "py-sdk")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port: int, what: str, proc: subprocess.Popen[bytes], seconds: float = 60) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from typing import Any
 import coredis
 import trio
 
+from bench_http import free_port
 from mcpkit.server.redis_client import redis_client
 
 
@@ -78,9 +78,7 @@ def main() -> None:
     ap.add_argument("--commands", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     folder = tempfile.mkdtemp()
     redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                               "--dir", folder], stdout=subprocess.DEVNULL)

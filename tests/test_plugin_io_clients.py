@@ -5,7 +5,6 @@ server on loopback and a real redis-server."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 from pathlib import Path
@@ -18,6 +17,7 @@ import mcpkit
 import mcpkit.testing
 
 from .scaleout_fixtures import RedisServer
+from .scripted_http import Seen, answer, read_request, scripted
 
 
 class Counting(dict):  # type: ignore[type-arg]
@@ -71,26 +71,17 @@ class StockPlugin:
             yield
 
 
-async def price_api(stream: trio.SocketStream) -> None:
-    buf = b""
-    while True:
-        while b"\r\n\r\n" not in buf:
-            data = await stream.receive_some(4096)
-            if not data:
-                return
-            buf += data
-        head, _, buf = buf.partition(b"\r\n\r\n")
-        sku = head.split(b" ")[1].split(b"sku=")[1].decode()
-        body = json.dumps({"sku": sku, "price": 9.5}).encode()
-        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+async def price_api(stream: trio.abc.Stream, seen: Seen) -> None:
+    buf = bytearray()
+    while (request := await read_request(stream, buf, seen)) is not None:
+        sku = request[0].split()[1].split("sku=")[1]
+        await stream.send_all(answer(json.dumps({"sku": sku, "price": 9.5})))
 
 
 async def test_a_plugin_opens_both_clients_in_its_lifespan_and_they_close_with_it(redis: RedisServer) -> None:
     redis.command("SET", "stock:a1", "7")
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(functools.partial(trio.serve_tcp, price_api, 0, host="127.0.0.1"))
-        port = listeners[0].socket.getsockname()[1]
-        plugin = StockPlugin(f"http://127.0.0.1:{port}", redis.url)
+    async with scripted(price_api) as (url, _):
+        plugin = StockPlugin(url, redis.url)
         async with mcpkit.testing.connect({"stock": plugin}) as client:
             result = await client.call_tool("stock", {"sku": "a1"})
             assert not result.is_error, result.text
@@ -99,7 +90,6 @@ async def test_a_plugin_opens_both_clients_in_its_lifespan_and_they_close_with_i
         with pytest.raises(RuntimeError, match="closed"):  # closed with the plugin
             assert plugin.http is not None
             await plugin.http.get("/price", params={"sku": "a1"})
-        nursery.cancel_scope.cancel()
 
 
 async def test_coredis_reads_its_environment_once_not_per_command(redis: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,22 +124,18 @@ async def test_the_recipe_in_the_docs_runs_as_written(redis: RedisServer) -> Non
     module = types.ModuleType("shop_plugin")
     exec(compile(page[start:page.index("```", start)], "writing-plugins.md", "exec"), module.__dict__)
 
-    async def price(stream: trio.SocketStream) -> None:
-        buf = b""
-        while b"\r\n\r\n" not in buf or len(buf.partition(b"\r\n\r\n")[2]) < 13:
-            buf += await stream.receive_some(4096)
-        assert buf.startswith(b"POST /v1/price HTTP/1.1") and buf.endswith(b'{"sku":"a-1"}')
-        body = b'{"total":12.5}'
-        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    async def price(stream: trio.abc.Stream, seen: Seen) -> None:
+        buf = bytearray()
+        while (request := await read_request(stream, buf, seen)) is not None:
+            assert request[0] == "POST /v1/price HTTP/1.1" and request[2] == b'{"sku":"a-1"}'
+            await stream.send_all(answer('{"total":12.5}'))
 
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(functools.partial(trio.serve_tcp, price, 0, host="127.0.0.1"))
-        port = listeners[0].socket.getsockname()[1]
-        config = {"plugins": {"shop": {"api_url": f"http://127.0.0.1:{port}/v1", "redis_url": redis.url}}}
+    async with scripted(price) as (url, seen):
+        config = {"plugins": {"shop": {"api_url": f"{url}/v1", "redis_url": redis.url}}}
         async with mcpkit.testing.connect({"shop": module}, config=config) as client:
             for n in (1, 2):
                 result = await client.call_tool("checkout", {"user_id": "u1", "sku": "a-1"})
                 assert not result.is_error, result.text
                 assert result.structured == {"price": 12.5, "orders": n}
         assert redis.command("LRANGE", "history:u1", "0", "-1") == "a-1\na-1"
-        nursery.cancel_scope.cancel()
+        assert len(seen.requests) == 2 and seen.connections == 1  # one kept-alive connection

@@ -146,11 +146,12 @@ class HttpClient:
         return await self.request("OPTIONS", url, **kw)
 
     async def request(self, method: str, url: str, *, params: Params = None, headers: Mapping[str, str] | None = None,
-                      json: Any = _UNSET, content: bytes | str | None = None, data: Params = None,
+                      json: Any = None, content: bytes | str | None = None, data: Params = None,
                       timeout: float | None = _UNSET) -> HttpResponse:
         """Send a request and read its whole answer (at most ``max_response_size`` bytes).
 
-        ``params`` go in the query string; the body is ``json`` (encoded with msgspec),
+        ``params`` go in the query string; the body is ``json`` (encoded with msgspec; None
+        sends none),
         ``content`` (bytes or text) or ``data`` (an HTML form). ``timeout`` (seconds, None for
         none) bounds the whole exchange, connecting included; it defaults to the client's.
         A 4xx/5xx answer is returned, not raised: call ``raise_for_status()``."""
@@ -165,7 +166,7 @@ class HttpClient:
 
     @contextlib.asynccontextmanager
     async def stream(self, method: str, url: str, *, params: Params = None, headers: Mapping[str, str] | None = None,
-                     json: Any = _UNSET, content: bytes | str | None = None, data: Params = None,
+                     json: Any = None, content: bytes | str | None = None, data: Params = None,
                      timeout: float | None = _UNSET) -> AsyncIterator[HttpResponse]:
         """Send a request and yield the answer once its headers are in; read the body with
         ``async for chunk in response.aiter_bytes()`` (no size limit, no deadline: put the
@@ -257,9 +258,11 @@ class HttpClient:
         if self._closed:
             raise RuntimeError("this HttpClient is closed")
         method = method.upper()
+        if not (method.isascii() and method.isalpha()):
+            raise ValueError(f"not an HTTP method: {method!r}")
         body: bytes | None
         ctype: str | None = None
-        if json is not _UNSET:
+        if json is not None:
             body, ctype = _encode_json(json), "application/json"
         elif content is not None:
             body = content.encode() if isinstance(content, str) else bytes(content)

@@ -19,8 +19,7 @@ import trio
 
 from .errors import HttpConnectError, HttpProtocolError, HttpResponseTooLarge
 from .response import HttpResponse
-
-READ_SIZE = 65536
+from .sockio import READ_SIZE, PlainSocket
 MAX_HEADER_BYTES = 64 * 1024
 _NO_BODY = (204, 304)
 
@@ -59,7 +58,7 @@ class Connection:
 
     __slots__ = ("key", "sock", "tls", "parser", "used", "idle_since", "reusable", "_status", "_reason", "_headers",
                  "_header_bytes", "_chunks", "_body_bytes", "_max_body", "_head_done", "_complete", "_head_only",
-                 "_framed", "_error", "_streak", "received")
+                 "_framed", "_error", "_plain", "received")
 
     def __init__(self, key: tuple[str, str, int], sock: socket.socket, tls: trio.SSLStream | None) -> None:
         self.key = key
@@ -69,7 +68,7 @@ class Connection:
         self.used = 0  # requests sent on it
         self.idle_since = 0.0
         self.reusable = True
-        self._streak = 0
+        self._plain = PlainSocket(sock) if tls is None else None
         self._reset(0, False)
 
     @classmethod
@@ -152,48 +151,26 @@ class Connection:
 
     async def send(self, data: bytes) -> None:
         self.used += 1
-        if self.tls is not None:
-            try:
-                await self.tls.send_all(data)
-            except trio.BrokenResourceError as exc:
-                raise BrokenPipeError(str(exc)) from None
+        plain = self._plain
+        if plain is not None:
+            sent = plain.send_now(data)
+            if sent < len(data):
+                await plain.send_rest(memoryview(data)[sent:])
             return
-        sock = self.sock
+        assert self.tls is not None
         try:
-            sent = sock.send(data)
-        except BlockingIOError:
-            sent = 0
-        if sent == len(data):
-            return
-        view = memoryview(data)[sent:]
-        while view:
-            await trio.lowlevel.wait_writable(sock)
-            try:
-                view = view[sock.send(view):]
-            except BlockingIOError:
-                continue
+            await self.tls.send_all(data)
+        except trio.BrokenResourceError as exc:
+            raise BrokenPipeError(str(exc)) from None
 
     async def _recv(self) -> bytes:
-        if self.tls is not None:
-            try:
-                return await self.tls.receive_some(READ_SIZE)
-            except trio.BrokenResourceError as exc:
-                raise ConnectionResetError(str(exc)) from None
-        sock = self.sock
+        if self._plain is not None:
+            return await self._plain.recv()
+        assert self.tls is not None
         try:
-            data = sock.recv(READ_SIZE)
-        except BlockingIOError:
-            self._streak = 0
-            while True:
-                await trio.lowlevel.wait_readable(sock)
-                try:
-                    return sock.recv(READ_SIZE)
-                except BlockingIOError:
-                    continue
-        self._streak += 1
-        if self._streak % 16 == 0:  # a peer that keeps the socket full must not starve other tasks
-            await trio.lowlevel.cancel_shielded_checkpoint()
-        return data
+            return await self.tls.receive_some(READ_SIZE)
+        except trio.BrokenResourceError as exc:
+            raise ConnectionResetError(str(exc)) from None
 
     async def _feed_once(self) -> None:
         data = await self._recv()
