@@ -258,3 +258,33 @@ async def test_https_with_a_private_ca(tmp_path: Path) -> None:
         async with mcpkit.http_client(url) as http:  # the system CAs do not know this one
             with pytest.raises(HttpConnectError, match="TLS handshake"):
                 await http.get("/c")
+
+
+async def test_a_connect_that_hangs_is_a_connect_timeout() -> None:
+    """A listener whose accept queue is full drops new SYNs, so connecting hangs (loopback only)."""
+    import socket
+    import time
+
+    from mcpkit.httpclient import HttpConnectTimeout
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(3):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            fillers.append(s)
+        async with mcpkit.http_client(f"http://127.0.0.1:{port}", connect_timeout=0.3, timeout=5) as http:
+            started = time.monotonic()
+            with pytest.raises(HttpConnectTimeout, match="connecting to 127.0.0.1") as info:
+                await http.get("/")
+            assert 0.25 < time.monotonic() - started < 2
+            assert isinstance(info.value, mcpkit.HttpTimeout) and http._open == 0
+    finally:
+        for s in fillers:
+            s.close()
+        listener.close()

@@ -13,8 +13,8 @@ import ssl
 from typing import Mapping
 
 from .client import HttpClient
-from .errors import (HttpClientError, HttpConnectError, HttpProtocolError, HttpResponseTooLarge, HttpStatusError,
-                     HttpTimeout)
+from .errors import (HttpClientError, HttpConnectError, HttpConnectTimeout, HttpProtocolError, HttpResponseTooLarge,
+                     HttpStatusError, HttpTimeout)
 from .response import Headers, HttpResponse
 
 
@@ -37,4 +37,4 @@ def http_client(base_url: str | None = None, *, headers: Mapping[str, str] | Non
 
 
 __all__ = ["http_client", "HttpClient", "HttpResponse", "Headers", "HttpClientError", "HttpConnectError",
-           "HttpTimeout", "HttpProtocolError", "HttpResponseTooLarge", "HttpStatusError"]
+           "HttpConnectTimeout", "HttpTimeout", "HttpProtocolError", "HttpResponseTooLarge", "HttpStatusError"]

@@ -22,7 +22,7 @@ import trio
 
 from .._version import __version__
 from .connection import Connection
-from .errors import HttpClientError, HttpConnectError, HttpProtocolError, HttpTimeout
+from .errors import HttpClientError, HttpConnectError, HttpConnectTimeout, HttpProtocolError, HttpTimeout
 from .response import HttpResponse
 
 Key = tuple[str, str, int]
@@ -338,8 +338,8 @@ class HttpClient:
                 return await Connection.open(key, self._ssl)
             with trio.move_on_after(self.connect_timeout):
                 return await Connection.open(key, self._ssl)
-            raise HttpTimeout(f"connecting to {key[1]}:{key[2]} took more than {self.connect_timeout:g} s",
-                              method=method, url=url)
+            raise HttpConnectTimeout(f"connecting to {key[1]}:{key[2]} took more than {self.connect_timeout:g} s",
+                                     method=method, url=url)
         except HttpConnectError as exc:
             self._open -= 1
             self._waiters.unpark()

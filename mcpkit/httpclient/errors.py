@@ -27,6 +27,11 @@ class HttpTimeout(HttpClientError):
     """The request's deadline passed before its answer was complete."""
 
 
+class HttpConnectTimeout(HttpConnectError, HttpTimeout):
+    """Connecting took longer than ``connect_timeout``: the server saw no request, so sending it
+    again elsewhere or later is safe."""
+
+
 class HttpProtocolError(HttpClientError):
     """The server broke HTTP/1.1: malformed bytes, or the connection closed mid-answer."""
 
