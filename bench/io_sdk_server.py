@@ -23,10 +23,12 @@ from mcp.server.mcpserver import MCPServer
 API_URL = os.environ.get("BENCH_API_URL", "http://127.0.0.1:8100")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 
-# WARNING: its best configuration here, as the other servers run without per-request logs (at
-# INFO it logs every session's end, and httpx every request).
-mcp = MCPServer("BenchmarkPythonServer", log_level="WARNING")
-logging.getLogger("httpx").setLevel(logging.WARNING)
+# WARNING: its best configuration here, as the other servers run without per-request logs (at its
+# default, INFO, it logs every session's end, and httpx every request). BENCH_SDK_LOG_LEVEL=INFO
+# measures that default.
+LOG_LEVEL = os.environ.get("BENCH_SDK_LOG_LEVEL", "WARNING")
+mcp = MCPServer("BenchmarkPythonServer", log_level=LOG_LEVEL)  # type: ignore[arg-type]
+logging.getLogger("httpx").setLevel(LOG_LEVEL)
 _clients: dict[str, Any] = {}
 
 
