@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 from ._version import __version__
-from .httpclient import HttpClient, HttpClientError, HttpResponse, HttpStatusError, HttpTimeout, http_client
 from .plugins.hookspecs import hookimpl
 from .protocol.types import (
     Annotations,
@@ -58,3 +57,26 @@ __all__ = [
     "Principal", "TokenVerifier", "InvalidToken", "VerifierUnavailable", "AuthSettings",
     "http_client", "redis_client", "HttpClient", "HttpResponse", "HttpClientError", "HttpStatusError", "HttpTimeout",
 ]
+
+
+#: The HTTP client is imported on first use, so a server that never calls out (stdio) does not
+#: load it and httptools: ``mcpkit.http_client`` and the rest behave as ordinary attributes.
+_LAZY = {name: ".httpclient" for name in
+         ("http_client", "HttpClient", "HttpResponse", "HttpClientError", "HttpStatusError", "HttpTimeout")}
+
+
+def __getattr__(name: str) -> object:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'mcpkit' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+import typing as _typing  # noqa: E402  (here, beside what it serves)
+
+if _typing.TYPE_CHECKING:
+    from .httpclient import HttpClient, HttpClientError, HttpResponse, HttpStatusError, HttpTimeout, http_client
