@@ -2,7 +2,7 @@
 
 It sits below ``mcpkit.server`` and ``mcpkit.client`` (it imports neither): tools reach it
 through ``mcpkit.http_client()``, and the MCP client's HTTP transports and the gateway can
-carry their requests on it. It costs about a sixth of httpx's CPU per call on trio
+carry their requests on it. It costs 1/20–1/10 of httpx's CPU per call on trio
 (``bench/bench_http_client.py``); what it leaves out (HTTP/2, cookies, proxies from the
 environment, compression) is listed in docs/writing-plugins.md.
 """
