@@ -10,7 +10,7 @@ PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml
 # openapi's [embeddings] extra (hybrid ranking) is installed too, so its tests run in make test.
 EDITABLES   := -e '.[test]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
 
-.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-gateway bench-scaleout dist fuzz clean
+.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-gateway bench-scaleout bench-io dist fuzz clean
 
 install: $(STAMP)
 
@@ -77,6 +77,23 @@ dist: install
 	@rm -f $(DIST)/mcpkit*.whl
 	$(PY) -m pip wheel --quiet --no-deps --wheel-dir $(DIST) . $(PLUGIN_DIRS)
 	@ls $(DIST)/*.whl
+
+# I/O-bound tools, a session per call (the public MCP benchmark v2 workload): mcpkit against the
+# official TypeScript SDK (npm packages pinned in bench/ts/package.json, no lock file kept) and the
+# official Python SDK, with a catalogue API and a real redis-server on loopback. BENCH_IO_ARGS
+# passes options, e.g. BENCH_IO_ARGS="--rounds 5 --json io.json".
+BENCH_IO_ARGS ?=
+$(VENV)/.bench-io-installed: bench/requirements-io.txt $(STAMP)
+	@$(PY) -m pip install -qq -r bench/requirements-io.txt >&2
+	@touch $@
+
+bench/ts/node_modules/.installed: bench/ts/package.json
+	@command -v npm >/dev/null || scripts/need-debian-packages nodejs npm
+	@cd bench/ts && npm install --silent --no-package-lock >&2
+	@touch $@
+
+bench-io: install fixtures test-tools $(VENV)/.bench-io-installed bench/ts/node_modules/.installed
+	$(PY) bench/bench_io.py $(BENCH_IO_ARGS)
 
 # HTTP: mcpkit (own server, and on hypercorn) against the official SDK, with wrk (installed
 # from Debian's packages when missing; that needs root).
