@@ -160,11 +160,11 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
         log_http_requests()  # in every process: the workers inherit it (or set it up the same way)
     if transport != "stdio" and app.settings.workers > 1:
         if app.settings.http_server == "hypercorn":
-            from .transports.http.workers import run_workers
+            from .transports.http.hypercorn_workers import run_workers
 
             return run_workers(selection, overrides, app.settings.workers)
         from .plugins.loader import lifespans as plugin_lifespans
-        from .transports.http.server.workers import run_forked
+        from .transports.http.forked_workers import run_forked
 
         return run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
     import trio
@@ -173,7 +173,7 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
 
     sockets: list[socket.socket] = []
     if transport != "stdio":  # a port in use or a bad certificate fails now, before the plugins start
-        from .transports.http.server.listener import listen
+        from .transports.http.h1.listener import listen
 
         sockets = listen(app.settings)
 

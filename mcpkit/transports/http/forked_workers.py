@@ -23,8 +23,8 @@ from typing import Any
 
 import trio
 
-from ....server.app import App
-from .listener import listen
+from ...server.app import App
+from .h1.listener import listen
 
 log = logging.getLogger("mcpkit.http")
 #: this many worker deaths within RESTART_WINDOW_S means something is wrong: stop
@@ -35,7 +35,7 @@ RESTART_WINDOW_S = 30.0
 def run_forked(app: App, lifespans: list[tuple[str, Any]], *, strict: bool = False, legacy_only: bool = False) -> int:
     s = app.settings
     (sock,) = listen(s)  # a port in use or a bad certificate fails here, once, not in every worker
-    from ..serve import urls
+    from .serve import urls
 
     for url in urls([sock], bool(s.certfile)):
         print(f"mcpkit: serving MCP on {url}/mcp (legacy SSE on {url}/sse) with {s.workers} workers",
@@ -88,7 +88,7 @@ def _fork(app: App, lifespans: list[tuple[str, Any]], sock: Any, strict: bool, l
         os.close(lifeline[1])  # only the parent may hold the write end
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-        from ..serve import serve_http
+        from .serve import serve_http
 
         trio.run(lambda: serve_http(app, lifespans, strict=strict, legacy_only=legacy_only, sockets=[sock], announce=False,
                                     parent=lifeline[0]))

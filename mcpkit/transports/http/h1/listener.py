@@ -1,6 +1,6 @@
 """mcpkit's HTTP/1.1 server: accepting connections, the cap on them, deadlines, the drain.
 
-One task per connection (``connection.py``); one sweeper task that, twice a second, ends the
+One task per connection (``_connection.py``); one sweeper task that, twice a second, ends the
 connections whose phase has outlasted its deadline: a request head not complete within
 ``header_timeout_s`` (slowloris), a gap in a body over ``body_timeout_s`` or a whole body
 slower than that plus ``min_body_bytes_per_s``, keep-alive idleness over
@@ -24,9 +24,9 @@ import trio
 
 from ....server.errors import StartupError
 from ....server.settings import Settings
-from .connection import Connection, Phase
-from .h1 import Limits, response_head
-from .io import SocketIo, StreamIo
+from ._connection import Connection, Phase
+from ._machine import Limits, response_head
+from ._io import SocketIo, StreamIo
 
 if TYPE_CHECKING:
     from ..asgi import HttpApp

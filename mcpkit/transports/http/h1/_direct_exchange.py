@@ -9,10 +9,10 @@ import trio
 
 from ..exchange import SSE_HEADERS, AsgiApp, Exchange
 from ..wire import BodyTooLarge, Headers
-from .h1 import LAST_CHUNK, Request, chunk, response_head
+from ._machine import LAST_CHUNK, Request, chunk, response_head
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from ._connection import Connection
 
 
 class DirectExchange(Exchange):

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .exchange import DirectExchange
-from .h1 import CONTINUE, H1Connection, response_head
-from .io import Io
+from ._direct_exchange import DirectExchange
+from ._machine import CONTINUE, H1Connection, response_head
+from ._io import Io
 
 if TYPE_CHECKING:
     from .listener import HttpServer
