@@ -43,9 +43,9 @@ class _Group(click.Group):
 #: commands whose modules load only when the command runs (serve's start-up does not pay for them)
 _LAZY = {"new": ("mcpkit.scaffold", "new_cmd"), "install": ("mcpkit.hosts", "install_cmd"),
          # the client commands: `mcpkit serve` never pays for importing the client and httpx
-         "tools": ("mcpkit.client.cli", "tools_cmd"), "call": ("mcpkit.client.cli", "call_cmd"),
-         "discover": ("mcpkit.client.cli", "discover_cmd"), "task": ("mcpkit.client.cli", "task_group"),
-         "logout": ("mcpkit.client.oauth.cli", "logout_cmd")}
+         "tools": ("mcpkit.client.commands", "tools_cmd"), "call": ("mcpkit.client.commands", "call_cmd"),
+         "discover": ("mcpkit.client.commands", "discover_cmd"), "task": ("mcpkit.client.commands", "task_group"),
+         "logout": ("mcpkit.client.oauth.cli_options", "logout_cmd")}
 
 
 @click.group(cls=_Group)

@@ -14,7 +14,7 @@ from typing import Any, Callable, NoReturn
 
 import click
 
-from .oauth.cli import build_oauth, logout_cmd, oauth_options
+from .oauth.cli_options import build_oauth, logout_cmd, oauth_options
 
 TARGET_HELP = "A server URL (http:// or https://). Use --stdio instead for a server run as a subprocess."
 
