@@ -229,7 +229,7 @@ def _one_line(exc: BaseException, line: str) -> str:
 
 def _check_auth(app: Any) -> None:
     """Refuse to start on authorization settings that cannot work (before any worker starts)."""
-    from .transports.http.auth import ResourceServer
+    from .transports.http.authorization import ResourceServer
 
     async def never(*args: Any) -> None:
         return None

@@ -31,7 +31,7 @@ from .sessions import SessionManager
 from .streamable import Streamable
 from .accesslog import AccessLog
 from .logsink import logging_through, stderr_sink
-from .auth import ResourceServer
+from .authorization import ResourceServer
 from .exchange import AsgiExchange, Exchange, Receive, Scope, Send
 from .wire import RETRY_SOON, BodyTooLarge, Disconnected, error_body, rest_error
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping
 
 import httpx
 
-from ....client.oauth.fetch import TooLarge, json_or_none, read_bounded
+from ....bounded_fetch import TooLarge, json_or_none, read_bounded
 from ....server.auth import AuthSettings, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
 
 Factory = Callable[[AuthSettings], TokenVerifier]
