@@ -173,7 +173,7 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
 
     sockets: list[socket.socket] = []
     if transport != "stdio":  # a port in use or a bad certificate fails now, before the plugins start
-        from .transports.http.h1.listener import listen
+        from .transports.http.binding import listen
 
         sockets = listen(app.settings)
 

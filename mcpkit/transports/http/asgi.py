@@ -121,7 +121,7 @@ class HttpApp:
         """A hypercorn worker whose supervisor died: shut down as the supervisor would have
         (streams end, requests get the grace, then answer "shutting down"), then exit: hypercorn
         gives an application no way to stop its worker, so plugin lifespans are not closed."""
-        from .forked_workers import until_parent_exits
+        from .lifeline import until_parent_exits
 
         await until_parent_exits(fd)
         log.warning("the supervising process is gone; this worker stops")

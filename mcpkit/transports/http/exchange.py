@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from .h1._machine import split_absolute_form
+from .request_host import split_absolute_form
 from .wire import BodyTooLarge, Disconnected, Headers
 
 Scope = dict[str, Any]

@@ -24,7 +24,7 @@ def run_workers(selection: dict[str, Any], settings_overrides: dict[str, Any], w
 
     from ...plugins.config import load_config
     from .serve import hyper_binds, hyper_config, urls
-    from .h1.listener import listen
+    from .binding import listen
 
     os.environ[ENV] = json.dumps({"selection": selection, "settings": settings_overrides})
     # requestState must verify in whichever process the retry lands on
