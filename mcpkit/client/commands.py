@@ -259,7 +259,7 @@ def call_cmd(tool: str, pairs: tuple[str, ...], args_json: str | None, as_json: 
         if not isinstance(base, dict):
             _fail("--args must be a JSON object")
 
-    from .progress import ProgressDisplay
+    from ._progress import ProgressDisplay
 
     display = ProgressDisplay() if show_progress else None
 
