@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from ....server.auth import AuthSettings, InvalidToken, Principal
 
 
-def scopes_of(claims: Mapping[str, Any], claim: str | None) -> list[str]:
+def _scopes_of(claims: Mapping[str, Any], claim: str | None) -> list[str]:
     """Scopes from ``claim``, else ``scope`` then ``scp``: a space-separated string or a list."""
     for name in ((claim,) if claim else ("scope", "scp")):
         value = claims.get(name)
@@ -34,7 +34,7 @@ def principal_from(claims: Mapping[str, Any], auth: AuthSettings) -> Principal:
     exp = claims.get("exp")
     iss = claims.get("iss")
     return Principal(subject=subject or client_id or "", client_id=client_id, client_only=not subject,
-                     scopes=auth.expand(scopes_of(claims, auth.scope_claim)), claims=dict(claims),
+                     scopes=auth.expand(_scopes_of(claims, auth.scope_claim)), claims=dict(claims),
                      issuer=iss if isinstance(iss, str) else None,
                      expires_at=float(exp) if isinstance(exp, (int, float)) and not isinstance(exp, bool) else None)
 
