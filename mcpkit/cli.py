@@ -43,9 +43,9 @@ class _Group(click.Group):
 #: commands whose modules load only when the command runs (serve's start-up does not pay for them)
 _LAZY = {"new": ("mcpkit.scaffold", "new_cmd"), "install": ("mcpkit.hosts", "install_cmd"),
          # the client commands: `mcpkit serve` never pays for importing the client and httpx
-         "tools": ("mcpkit.client.cli", "tools_cmd"), "call": ("mcpkit.client.cli", "call_cmd"),
-         "discover": ("mcpkit.client.cli", "discover_cmd"), "task": ("mcpkit.client.cli", "task_group"),
-         "logout": ("mcpkit.client.oauth.cli", "logout_cmd")}
+         "tools": ("mcpkit.client.commands", "tools_cmd"), "call": ("mcpkit.client.commands", "call_cmd"),
+         "discover": ("mcpkit.client.commands", "discover_cmd"), "task": ("mcpkit.client.commands", "task_group"),
+         "logout": ("mcpkit.client.oauth.cli_options", "logout_cmd")}
 
 
 @click.group(cls=_Group)
@@ -169,11 +169,11 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
         log_http_requests()  # in every process: the workers inherit it (or set it up the same way)
     if transport != "stdio" and app.settings.workers > 1:
         if app.settings.http_server == "hypercorn":
-            from .transports.http.workers import run_workers
+            from .transports.http.hypercorn_workers import run_workers
 
             return run_workers(selection, overrides, app.settings.workers)
         from .plugins.loader import lifespans as plugin_lifespans
-        from .transports.http.server.workers import run_forked
+        from .transports.http.forked_workers import run_forked
 
         return run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
     import trio
@@ -182,7 +182,7 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
 
     sockets: list[socket.socket] = []
     if transport != "stdio":  # a port in use or a bad certificate fails now, before the plugins start
-        from .transports.http.server.listener import listen
+        from .transports.http.binding import listen
 
         sockets = listen(app.settings)
 
@@ -238,7 +238,7 @@ def _one_line(exc: BaseException, line: str) -> str:
 
 def _check_auth(app: Any) -> None:
     """Refuse to start on authorization settings that cannot work (before any worker starts)."""
-    from .transports.http.auth import ResourceServer
+    from .transports.http.authorization import ResourceServer
 
     async def never(*args: Any) -> None:
         return None

@@ -21,11 +21,11 @@ import trio
 from ..protocol.http_rules import mirrored_paths, request_headers
 from .errors import BadResponse, HeaderMismatch, McpError, NotInitialized, UnsupportedVersion
 from .results import CallResult, ServerDescription
-from .connecting import Connecting, forget_eras, is_url  # noqa: F401 (forget_eras, is_url: re-exported)
-from .schema_check import check_arguments
+from ._connecting import Connecting, forget_eras, is_url  # noqa: F401 (forget_eras, is_url: re-exported)
+from ._schema_check import check_arguments
 from .session import Callback, Handlers, Notification, Session
-from .settings import ClientSettings
-from .tasks import StatusCallback, TaskHandle, is_task
+from .options import ClientSettings
+from .task_handles import StatusCallback, TaskHandle, is_task
 
 log = logging.getLogger("mcpkit.client")
 

@@ -21,7 +21,7 @@ import trio
 
 from ..client.client import Client, connect
 from ..client.errors import ConnectionClosed, ConnectionFailed, McpError, RequestTimeout, SessionExpired
-from ..client.settings import ClientSettings
+from ..client.options import ClientSettings
 from .settings import UpstreamSettings
 
 log = logging.getLogger("mcpkit.gateway")

@@ -1,5 +1,5 @@
 """A plain connected socket driven with non-blocking calls first: shared by mcpkit's HTTP
-client and its HTTP server (``transports/http/server/io.py``).
+client and its HTTP server (``transports/http/h1/_io.py``).
 
 trio's ``wait_readable`` / ``wait_writable`` run only when the kernel has nothing to give or no
 room, so bytes that are already there cost no trip through the scheduler. Every read that did

@@ -3,20 +3,34 @@ thin ASGI adapter through which the plain routes (Quart) answer it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
 from ..exchange import SSE_HEADERS, AsgiApp, Exchange
 from ..wire import BodyTooLarge, Headers
-from .h1 import LAST_CHUNK, Request, chunk, response_head
+from ._io import Io
+from ._machine import LAST_CHUNK, Request, chunk, response_head
 
-if TYPE_CHECKING:
-    from .connection import Connection
+
+class Carrier(Protocol):
+    """What an exchange needs of the connection that carries it (``_connection.Connection``)."""
+
+    io: Io
+    scheme: str
+    must_close: bool
+    #: cancel scopes the connection cancels when the client goes away
+    watchers: list[trio.CancelScope]
+
+    def closes_after(self, req: Request) -> bool: ...
+
+    async def write(self, data: bytes) -> None: ...
+
+    async def wait_disconnect(self) -> None: ...
 
 
 class DirectExchange(Exchange):
-    def __init__(self, conn: "Connection", req: Request) -> None:
+    def __init__(self, conn: Carrier, req: Request) -> None:
         self.request_id = ""
         self.status = 0
         self.extra: Headers = []
@@ -38,11 +52,6 @@ class DirectExchange(Exchange):
             raise BodyTooLarge
         return body
 
-    def _close_after(self) -> bool:
-        conn = self._conn
-        return (conn.must_close or not self._req.keep_alive or self._req.upgrade or conn.server.draining
-                or (conn.h1.closed_to_new and not conn.h1.ready))
-
     async def respond(self, status: int, body: bytes = b"", headers: Headers | None = None,
                       content_type: bytes | None = b"application/json") -> None:
         hdrs = list(headers) if headers else []
@@ -50,7 +59,7 @@ class DirectExchange(Exchange):
             hdrs.append((b"content-type", content_type))
         hdrs += self.extra
         self.status = status
-        head = response_head(status, hdrs, length=len(body), close=self._close_after())
+        head = response_head(status, hdrs, length=len(body), close=self._conn.closes_after(self._req))
         self.finished = True
         await self._conn.write(head if self.method == "HEAD" else head + body)
 
@@ -62,7 +71,7 @@ class DirectExchange(Exchange):
             head = response_head(status, hdrs, length=None, close=True)
         else:
             self._chunked = True
-            head = response_head(status, hdrs, length=None, chunked=True, close=self._close_after())
+            head = response_head(status, hdrs, length=None, chunked=True, close=self._conn.closes_after(self._req))
         await self._conn.write(head)
 
     async def send_chunk(self, data: bytes) -> None:
@@ -125,7 +134,7 @@ class DirectExchange(Exchange):
                 self.status = start["status"]
                 if has_length or not more:
                     length = None if has_length else len(body)
-                    head = response_head(self.status, headers, length=length, close=self._close_after())
+                    head = response_head(self.status, headers, length=length, close=self._conn.closes_after(self._req))
                     self._chunked = False
                     await conn.write(head if req.method == "HEAD" else head + body)
                     if not more:
@@ -146,7 +155,7 @@ class _EofScope:
 
     __slots__ = ("_conn", "_scope")
 
-    def __init__(self, conn: "Connection") -> None:
+    def __init__(self, conn: Carrier) -> None:
         self._conn = conn
         self._scope = trio.CancelScope()
 

@@ -25,7 +25,7 @@ from .errors import (
 )
 from .results import ServerDescription
 from .session import Handlers, Session
-from .settings import ClientSettings
+from .options import ClientSettings
 from .transports import Transport
 
 log = logging.getLogger("mcpkit.client")

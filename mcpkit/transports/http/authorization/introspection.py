@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 
 from ....server.auth import AuthSettings, InvalidToken, Principal, VerifierUnavailable
-from .verifiers import audiences, fetch_json, http_client, principal_from
+from .claims import audiences, principal_from
+from .issuer import fetch_json, http_client
 
 log = logging.getLogger("mcpkit.auth")
 MAX_CACHED = 10_000

@@ -1,8 +1,10 @@
 """The trio loop of one HTTP/1.1 connection: bytes from the socket into the state machine,
 requests to the application one at a time (pipelined ones in order), answers back.
 
-Requests are answered inline in the connection's task. Deadlines are kept by the server's
-sweeper (``listener.py``) from the phase and timestamp each connection records, so waiting
+Requests are answered inline in the connection's task. What a connection needs of its server
+comes at construction, in the :class:`ServerState` all its connections share (the server
+writes the clock and the drain flag there). Deadlines are kept by the server's sweeper
+(``listener.py``) from the phase and timestamp each connection records, so waiting
 for bytes costs no timer of its own. The same records say how long a connection has held its
 place without earning it (``lag``): at the connection cap the laggiest one makes room.
 """
@@ -11,17 +13,16 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
-from .exchange import DirectExchange
-from .h1 import CONTINUE, H1Connection, response_head
-from .io import Io
-
-if TYPE_CHECKING:
-    from .listener import HttpServer
+from ..exchange import Exchange
+from ._direct_exchange import DirectExchange
+from ._io import Io
+from ._machine import CONTINUE, H1Connection, Limits, Request, response_head
 
 log = logging.getLogger("mcpkit.http")
 
@@ -39,14 +40,40 @@ class Phase(IntEnum):
     CLOSING = 4
 
 
+class Application(Protocol):
+    """What the server needs of the application it serves (``asgi.HttpApp``)."""
+
+    async def serve(self, ex: Exchange) -> None: ...
+
+    def refusal_body(self, path: str | None, status: int, code: str, message: str) -> bytes: ...
+
+
+@dataclass(eq=False)
+class ServerState:
+    """What the connections of one server share, handed to each when it is made: the
+    application, the limits and deadlines (seconds), and what changes while the server runs:
+    the sweeper's clock (``now``), ``draining``, and the open connections."""
+
+    app: Application
+    limits: Limits
+    header_timeout: float
+    body_timeout: float
+    min_body_rate: float  # bytes per second a whole body must keep up; 0: no overall deadline
+    keepalive_timeout: float
+    send_timeout: float
+    connections: set["Connection"] = field(default_factory=set)
+    draining: bool = False
+    now: float = 0.0
+
+
 class Connection:
-    def __init__(self, server: "HttpServer", io: Io, scheme: str) -> None:
-        self.server = server
+    def __init__(self, state: ServerState, io: Io, scheme: str) -> None:
+        self.state = state
         self.io = io
         self.scheme = scheme
-        self.h1 = H1Connection(server.limits)
+        self.h1 = H1Connection(state.limits)
         self.phase = Phase.HEAD  # a new connection has header_timeout to send a request
-        self.since = server.now  # when the phase began (HEAD) or the last byte came (IDLE, BODY)
+        self.since = state.now  # when the phase began (HEAD) or the last byte came (IDLE, BODY)
         self.body_since = 0.0  # when the body of the request being read began
         self.scope = trio.CancelScope()
         self.must_close = False
@@ -71,19 +98,19 @@ class Connection:
             pass  # the client went away or stopped reading: nothing more to say to it
         finally:
             self.phase = Phase.CLOSING
-            self.server.connections.discard(self)
+            self.state.connections.discard(self)
             with trio.CancelScope(shield=True):
                 await self.io.aclose()
 
     async def _serve(self) -> None:
-        h1, server = self.h1, self.server
-        app = server.app
+        h1, state = self.h1, self.state
+        app = state.app
         while True:
             if not h1.ready:
                 if h1.error is not None:
                     await self._refuse(*h1.error)
                     return
-                if h1.closed_to_new or self._eof or (server.draining and not h1.in_message):
+                if h1.closed_to_new or self._eof or (state.draining and not h1.in_message):
                     return
                 data = await self.io.recv()
                 if not data:
@@ -94,9 +121,9 @@ class Connection:
                     await self.write(CONTINUE)
                 phase = Phase.BODY if h1.reading_body else Phase.HEAD if h1.in_message else Phase.IDLE
                 if phase != self.phase or phase == Phase.BODY:  # a head's deadline runs from its start
-                    self.since = server.now
+                    self.since = state.now
                     if phase != self.phase and phase == Phase.BODY:
-                        self.body_since = server.now
+                        self.body_since = state.now
                 self.phase = phase
                 continue
             req = h1.ready.popleft()
@@ -105,14 +132,20 @@ class Connection:
             await app.serve(ex)
             if not ex.finished:  # the handler gave up mid-response: the framing is broken
                 return
-            if self.must_close or not req.keep_alive or req.upgrade or server.draining:
-                return
+            if self.must_close or not req.keep_alive or req.upgrade or state.draining:
+                return  # (a refusal still due when the parser closed to new requests is sent above)
             self.phase = Phase.HEAD if h1.in_message else Phase.IDLE
-            self.since = server.now
+            self.since = state.now
+
+    def closes_after(self, req: Request) -> bool:
+        """Does the connection close once ``req`` is answered? The answer's head says so."""
+        h1 = self.h1
+        return (self.must_close or not req.keep_alive or req.upgrade or self.state.draining
+                or (h1.closed_to_new and not h1.ready))
 
     async def write(self, data: bytes) -> None:
         try:
-            await self.io.send(data, self.server.send_timeout)
+            await self.io.send(data, self.state.send_timeout)
         except trio.TooSlowError:
             self.must_close = True
             raise BrokenPipeError("the client stopped reading") from None
@@ -135,7 +168,7 @@ class Connection:
             scope.cancel()
 
     def _refusal(self, status: int, message: str) -> bytes:
-        body = self.server.app.refusal_body(self.h1.refused_path, status, _CODES.get(status, "BAD_REQUEST"), message)
+        body = self.state.app.refusal_body(self.h1.refused_path, status, _CODES.get(status, "BAD_REQUEST"), message)
         return response_head(status, [(b"content-type", b"application/json")], length=len(body), close=True) + body
 
     async def _refuse(self, status: int, message: str) -> None:
@@ -154,18 +187,18 @@ class Connection:
         """Called by the sweeper twice a second: end a connection whose phase has lasted too
         long; notice a client that left while its request is answered (a non-blocking peek
         sees the end of input), so a long request is not left running for nobody."""
-        server = self.server
+        state = self.state
         phase = self.phase
         if phase == Phase.BUSY:
             if (self.watchers or self.eof is not None) and not self._eof and self.io.peer_closed():
                 self.client_gone()
             return
         if phase == Phase.IDLE:
-            limit = 0.0 if server.draining else server.keepalive_timeout
+            limit = 0.0 if state.draining else state.keepalive_timeout
         elif phase == Phase.HEAD:
-            limit = server.header_timeout
+            limit = state.header_timeout
         elif phase == Phase.BODY:
-            limit = server.body_timeout
+            limit = state.body_timeout
             if self.lag(now) >= limit:  # the whole body is late, however steadily it trickles
                 self.end(timed_out=True)
                 return
@@ -179,7 +212,7 @@ class Connection:
         requests, sending a request head, or a body behind ``min_body_bytes_per_s``."""
         phase = self.phase
         if phase == Phase.BODY:
-            rate = self.server.min_body_rate
+            rate = self.state.min_body_rate
             return now - self.body_since - self.h1.body_received / rate if rate else now - self.since
         if phase in (Phase.IDLE, Phase.HEAD):
             return now - self.since

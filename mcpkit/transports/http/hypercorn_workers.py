@@ -24,7 +24,7 @@ def run_workers(selection: dict[str, Any], settings_overrides: dict[str, Any], w
 
     from ...plugins.config import load_config
     from .serve import hyper_binds, hyper_config, urls
-    from .server.listener import listen
+    from .binding import listen
 
     os.environ[ENV] = json.dumps({"selection": selection, "settings": settings_overrides})
     # requestState must verify in whichever process the retry lands on
@@ -33,7 +33,7 @@ def run_workers(selection: dict[str, Any], settings_overrides: dict[str, Any], w
     config: Config = hyper_config(_FakeApp(settings))  # type: ignore[arg-type]
     config.workers = workers
     config.worker_class = "trio"
-    config.application_path = "mcpkit.transports.http.workers:app"
+    config.application_path = "mcpkit.transports.http.hypercorn_workers:app"
     sockets = listen(settings)
     try:
         hyper_binds(config, sockets)

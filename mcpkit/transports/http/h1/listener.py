@@ -1,6 +1,6 @@
 """mcpkit's HTTP/1.1 server: accepting connections, the cap on them, deadlines, the drain.
 
-One task per connection (``connection.py``); one sweeper task that, twice a second, ends the
+One task per connection (``_connection.py``); one sweeper task that, twice a second, ends the
 connections whose phase has outlasted its deadline: a request head not complete within
 ``header_timeout_s`` (slowloris), a gap in a body over ``body_timeout_s`` or a whole body
 slower than that plus ``min_body_bytes_per_s``, keep-alive idleness over
@@ -12,24 +12,18 @@ answering a request, the new one is answered 503 and closed at once.
 
 from __future__ import annotations
 
-import errno
 import logging
 import math
-import os
 import socket
 import ssl
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
-from ....server.errors import StartupError
 from ....server.settings import Settings
-from .connection import Connection, Phase
-from .h1 import Limits, response_head
-from .io import SocketIo, StreamIo
-
-if TYPE_CHECKING:
-    from ..asgi import HttpApp
+from ._connection import Application, Connection, Phase, ServerState
+from ._io import SocketIo, StreamIo
+from ._machine import Limits, response_head
 
 log = logging.getLogger("mcpkit.http")
 SWEEP_S = 0.5
@@ -43,102 +37,29 @@ _BUSY = response_head(503, [(b"content-type", b"application/json"), (b"retry-aft
                       length=len(_BUSY_BODY), close=True) + _BUSY_BODY
 
 
-def listen(settings: Settings) -> list[socket.socket]:
-    """The listening sockets of ``settings`` (host, port), the TLS files checked first: what
-    would stop the server fails here, before any plugin starts or worker forks."""
-    if settings.certfile:
-        tls_context(settings.certfile, settings.keyfile)
-    return [bind(settings.host, settings.port)]
-
-
-def bind(host: str, port: int, backlog: int = 1024) -> socket.socket:
-    """A listening TCP socket (IPv6 when the host is an IPv6 literal). What stops it is a
-    :class:`StartupError` that says what to change."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        sock = socket.socket(family, socket.SOCK_STREAM)
-    except OSError as exc:
-        raise StartupError(f"cannot listen on {host}: {exc.strerror or exc}") from exc
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(backlog)
-        sock.setblocking(False)
-    except (OSError, OverflowError) as exc:
-        sock.close()
-        raise StartupError(_cannot_bind(host, port, exc)) from exc
-    return sock
-
-
-def _cannot_bind(host: str, port: int, exc: Exception) -> str:
-    if isinstance(exc, OverflowError):
-        return f"port {port} is out of range: pass --port from 0 to 65535 (0 picks a free one)"
-    if isinstance(exc, socket.gaierror):
-        return (f"cannot listen on {host!r}: the name does not resolve ({exc.strerror}); pass --host with an address "
-                "of this machine, such as 127.0.0.1")
-    code = getattr(exc, "errno", None)
-    if code == errno.EADDRINUSE:
-        return f"port {port} is in use on {host}: pass --port with a free one (0 picks one) or stop the other server"
-    if code == errno.EACCES and 0 < port < 1024:
-        return (f"no permission to listen on port {port} (ports below 1024 need root or CAP_NET_BIND_SERVICE): "
-                "pass --port 1024 or higher")
-    if code == errno.EADDRNOTAVAIL:
-        return (f"cannot listen on {host}: it is not an address of this machine; pass --host with one that is "
-                "(127.0.0.1 for this machine only, 0.0.0.0 for every interface)")
-    return f"cannot listen on {host} port {port}: {getattr(exc, 'strerror', None) or exc}; check --host and --port"
-
-
-def tls_context(certfile: str, keyfile: str | None) -> ssl.SSLContext:
-    """The server's TLS context; a certificate or key that cannot be used is a
-    :class:`StartupError` that names the file."""
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    try:
-        ctx.load_cert_chain(certfile, keyfile)
-    except (OSError, ssl.SSLError) as exc:
-        raise StartupError(_cannot_load(certfile, keyfile, exc)) from exc
-    ctx.set_alpn_protocols(["http/1.1"])
-    return ctx
-
-
-def _cannot_load(certfile: str, keyfile: str | None, exc: Exception) -> str:
-    files = [certfile] + ([keyfile] if keyfile else [])
-    if isinstance(exc, ssl.SSLError) and exc.reason == "KEY_VALUES_MISMATCH":
-        return f"the TLS key {keyfile} does not belong to the certificate {certfile}: pass the matching --keyfile"
-    if not isinstance(exc, ssl.SSLError):
-        missing = next((f for f in files if not os.path.isfile(f)), None)
-        if missing is not None:
-            return f"TLS file {missing} does not exist: pass --certfile (and --keyfile) with PEM files that do"
-        return f"cannot read TLS file {' or '.join(files)}: {exc.strerror or exc}"
-    return (f"cannot load a TLS certificate and key from {' and '.join(files)}: --certfile takes a PEM certificate "
-            "chain, --keyfile its PEM private key (or leave it out when the key is in the certificate file)")
-
-
 class HttpServer:
-    def __init__(self, app: "HttpApp", settings: Settings, ssl_context: ssl.SSLContext | None = None) -> None:
-        self.app = app
-        self.limits = Limits(settings.max_url_bytes, settings.max_header_bytes, settings.max_headers,
-                             settings.max_message_bytes)
-        self.header_timeout = settings.header_timeout_s
-        self.body_timeout = settings.body_timeout_s
-        self.min_body_rate = settings.min_body_bytes_per_s
-        self.keepalive_timeout = settings.keepalive_timeout_s
-        self.send_timeout = settings.send_timeout_s
+    def __init__(self, app: Application, settings: Settings, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.state = ServerState(
+            app, Limits(settings.max_url_bytes, settings.max_header_bytes, settings.max_headers,
+                        settings.max_message_bytes),
+            header_timeout=settings.header_timeout_s, body_timeout=settings.body_timeout_s,
+            min_body_rate=settings.min_body_bytes_per_s, keepalive_timeout=settings.keepalive_timeout_s,
+            send_timeout=settings.send_timeout_s)
+        self.connections = self.state.connections  # the same set: the connections leave it themselves
         self.max_connections = settings.max_connections
         self.ssl_context = ssl_context
-        self.connections: set[Connection] = set()
-        self.draining = False
-        self.now = 0.0
         self._sheddable: list[Connection] = []  # at the cap: who may make room, laggiest last
         self._ranked_at = -math.inf
         #: TCP_USER_TIMEOUT: unacknowledged data for send_timeout_s ends the connection in the kernel
-        self._user_timeout_ms = (int(self.send_timeout * 1000) if _USER_TIMEOUT is not None
-                                 and 0 < self.send_timeout < 2_000_000 else 0)
+        send_timeout = settings.send_timeout_s
+        self._user_timeout_ms = (int(send_timeout * 1000) if _USER_TIMEOUT is not None
+                                 and 0 < send_timeout < 2_000_000 else 0)
         self._accepting = trio.CancelScope()
         self._idle = trio.Event()
 
     async def serve(self, sockets: list[socket.socket], *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until drained (see :meth:`drain`): returns once every connection has closed."""
-        self.now = trio.current_time()
+        self.state.now = trio.current_time()
         async with trio.open_nursery() as connections:
             connections.start_soon(self._sweep)
             with self._accepting:
@@ -153,7 +74,7 @@ class HttpServer:
 
     def drain(self) -> None:
         """Stop accepting; close idle connections now and busy ones after their answer."""
-        self.draining = True
+        self.state.draining = True
         self._accepting.cancel()
         for conn in list(self.connections):
             if conn.phase in (Phase.IDLE, Phase.HEAD) and not conn.h1.in_message:
@@ -179,7 +100,7 @@ class HttpServer:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._user_timeout_ms:  # a peer that vanished (no ACK for what we sent) ends the connection
                 client.setsockopt(socket.IPPROTO_TCP, _USER_TIMEOUT, self._user_timeout_ms)
-            conn = Connection(self, self._io(client), scheme)
+            conn = Connection(self.state, self._io(client), scheme)
             self.connections.add(conn)
             nursery.start_soon(self._run, conn)
 
@@ -211,13 +132,13 @@ class HttpServer:
         try:
             await conn.run()
         finally:
-            if self.draining:
+            if self.state.draining:
                 self._idle.set()
 
     async def _sweep(self) -> None:
         while True:
             await trio.sleep(SWEEP_S)
-            self.now = now = trio.current_time()
+            self.state.now = now = trio.current_time()
             for conn in list(self.connections):
                 conn.sweep(now)
 
@@ -235,4 +156,4 @@ def _refuse_busy(client: socket.socket) -> None:
     client.close()
 
 
-__all__ = ["HttpServer", "bind", "listen", "tls_context"]
+__all__ = ["HttpServer"]

@@ -16,14 +16,15 @@ form (``GET http://host/path``) is served as ``/path`` with ``host`` as its Host
 from __future__ import annotations
 
 import collections
-import re
 import time
 from dataclasses import dataclass
 from email.utils import formatdate
 
 import httptools
 
-__all__ = ["H1Connection", "Limits", "Request", "response_head", "chunk", "split_absolute_form", "LAST_CHUNK", "REASONS"]
+from ..request_host import HOST, split_absolute_form
+
+__all__ = ["H1Connection", "Limits", "Request", "response_head", "chunk", "LAST_CHUNK", "REASONS"]
 
 REASONS: dict[int, bytes] = {
     100: b"Continue", 200: b"OK", 201: b"Created", 202: b"Accepted", 204: b"No Content",
@@ -38,9 +39,6 @@ REASONS: dict[int, bytes] = {
 LAST_CHUNK = b"0\r\n\r\n"
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _H2_PREFACE = b"PRI * HTTP/2.0"
-#: a Host value: a name, IPv4 or bracketed IPv6 literal, and an optional port (RFC 9110 §7.2)
-_HOST = re.compile(rb"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(:[0-9]*)?")
-_ABSOLUTE = re.compile(rb"(?i)https?://")
 
 
 @dataclass(frozen=True)
@@ -187,7 +185,7 @@ class H1Connection:
         name = name.lower()
         if name == b"host":
             self._hosts += 1
-            if self._hosts > 1 or _HOST.fullmatch(value) is None:
+            if self._hosts > 1 or HOST.fullmatch(value) is None:
                 self._refuse(400, "a request must have exactly one valid Host header field")
                 raise _Refuse
         req.raw_headers.append((name, value))
@@ -262,20 +260,6 @@ class H1Connection:
         if len(self.ready) >= self.limits.max_pipelined:
             self.closed_to_new = True  # answer these, then close: no unbounded queue
             raise _Refuse
-
-
-def split_absolute_form(target: bytes) -> tuple[bytes, bytes] | None:
-    """``http://authority/path?query`` -> (authority, ``/path?query``); None when ``target``
-    is not in absolute form; ValueError when its authority is not a host (RFC 9112 §3.2.2:
-    the server then uses the target's authority, not the Host field)."""
-    if _ABSOLUTE.match(target) is None:
-        return None
-    rest = target.split(b"://", 1)[1]
-    end = min((i for i in (rest.find(b"/"), rest.find(b"?")) if i != -1), default=len(rest))
-    authority, path = rest[:end], rest[end:]
-    if not authority or b"@" in authority or _HOST.fullmatch(authority) is None:
-        raise ValueError("the request target's authority is not a valid host")
-    return authority, path if path.startswith(b"/") else b"/" + path
 
 
 # -- responses --------------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ import jwt
 import trio
 
 from ....server.auth import ASYMMETRIC_ALGORITHMS, AuthSettings, InvalidToken, Principal, VerifierUnavailable
-from .metadata import discover_issuer_metadata
-from .verifiers import audiences, fetch_json, http_client, principal_from
+from .claims import audiences, principal_from
+from .issuer import discover_issuer_metadata, fetch_json, http_client
 
 log = logging.getLogger("mcpkit.auth")
 

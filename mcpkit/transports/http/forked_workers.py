@@ -23,8 +23,9 @@ from typing import Any
 
 import trio
 
-from ....server.app import App
-from .listener import listen
+from ...server.app import App
+from .binding import listen
+from .serve import serve_http, urls
 
 log = logging.getLogger("mcpkit.http")
 #: this many worker deaths within RESTART_WINDOW_S means something is wrong: stop
@@ -35,8 +36,6 @@ RESTART_WINDOW_S = 30.0
 def run_forked(app: App, lifespans: list[tuple[str, Any]], *, strict: bool = False, legacy_only: bool = False) -> int:
     s = app.settings
     (sock,) = listen(s)  # a port in use or a bad certificate fails here, once, not in every worker
-    from ..serve import urls
-
     for url in urls([sock], bool(s.certfile)):
         print(f"mcpkit: serving MCP on {url}/mcp (legacy SSE on {url}/sse) with {s.workers} workers",
               file=sys.stderr, flush=True)
@@ -88,8 +87,6 @@ def _fork(app: App, lifespans: list[tuple[str, Any]], sock: Any, strict: bool, l
         os.close(lifeline[1])  # only the parent may hold the write end
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-        from ..serve import serve_http
-
         trio.run(lambda: serve_http(app, lifespans, strict=strict, legacy_only=legacy_only, sockets=[sock], announce=False,
                                     parent=lifeline[0]))
         code = 0
@@ -124,19 +121,6 @@ def _stop(children: dict[int, float], grace: float) -> int:
         except (ProcessLookupError, ChildProcessError):
             pass
     return code
-
-
-async def until_parent_exits(fd: int) -> None:
-    """Return when the supervising process is gone: ``fd`` is the read end of a pipe whose
-    write end only that process holds (it never writes), so the end of the pipe means it exited."""
-    os.set_blocking(fd, False)
-    while True:
-        await trio.lowlevel.wait_readable(fd)
-        try:
-            if not os.read(fd, 4096):
-                return
-        except BlockingIOError:
-            continue
 
 
 def _describe(status: int) -> str:

@@ -1,5 +1,6 @@
-"""One bounded HTTP exchange with a JSON answer: what OAuth metadata, registration, token and
-introspection requests share (the resource server's verifiers use it too)."""
+"""One bounded HTTP exchange with a JSON answer: what the OAuth client's metadata,
+registration and token requests and the resource server's verifiers (key sets, issuer
+metadata, introspection) share. It sits below both, so neither side imports the other."""
 
 from __future__ import annotations
 

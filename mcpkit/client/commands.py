@@ -14,7 +14,7 @@ from typing import Any, Callable, NoReturn
 
 import click
 
-from .oauth.cli import build_oauth, logout_cmd, oauth_options
+from .oauth.cli_options import build_oauth, logout_cmd, oauth_options
 
 TARGET_HELP = "A server URL (http:// or https://). Use --stdio instead for a server run as a subprocess."
 
@@ -259,7 +259,7 @@ def call_cmd(tool: str, pairs: tuple[str, ...], args_json: str | None, as_json: 
         if not isinstance(base, dict):
             _fail("--args must be a JSON object")
 
-    from .progress import ProgressDisplay
+    from ._progress import ProgressDisplay
 
     display = ProgressDisplay() if show_progress else None
 
