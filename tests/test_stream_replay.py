@@ -17,7 +17,6 @@ import trio
 from mcpkit.server.dispatch import Dispatcher
 from mcpkit.server.redis_link import RedisLink
 from mcpkit.testing import build_app
-from mcpkit.transports.http.outbox import Outbox
 from mcpkit.transports.http.session_state import MemoryBackend, ReplayBudget, ReplayStore, SessionBackend
 from mcpkit.transports.http.sessions import CLOSE, Session, SessionManager, Stream
 from mcpkit.transports.http.shared_sessions import RedisBackend
@@ -87,7 +86,7 @@ async def a_session(backend: SessionBackend, backlog_bytes: int = BIG) -> AsyncI
         manager.drop(session.id)
 
 
-async def queued(box: Outbox[Any]) -> list[tuple[str | None, bytes]]:
+async def queued(box: Any) -> list[tuple[str | None, bytes]]:
     """What waits in a reader's box now (the box may stay open)."""
     out = []
     while len(box):
@@ -95,7 +94,7 @@ async def queued(box: Outbox[Any]) -> list[tuple[str | None, bytes]]:
     return out
 
 
-async def taken(box: Outbox[Any]) -> list[tuple[str | None, bytes]]:
+async def taken(box: Any) -> list[tuple[str | None, bytes]]:
     """Everything the box holds, and proof that it is closed (EndOfChannel after them)."""
     out = []
     with trio.fail_after(2):
@@ -227,7 +226,7 @@ async def test_events_arriving_while_the_log_is_read_come_after_the_replay_once(
         await trio.sleep(0.005)
         late = await backends.other.append(stream.sid, "elsewhere", b"4", False)
         assert backends.main.order(late) > backends.main.order(early)
-        boxes: list[Outbox[Any]] = []
+        boxes: list[Any] = []
 
         async def reconnect() -> None:
             boxes.append(await stream.attach())
