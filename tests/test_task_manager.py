@@ -154,25 +154,18 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], T
 
 # -- a plain answer, or a task --------------------------------------------------------------------
 
-async def test_a_call_done_within_the_escalation_time_is_a_plain_answer(autojump_clock: Any) -> None:
+async def test_a_call_is_a_plain_answer_within_task_escalate_ms_and_a_task_past_it(autojump_clock: Any) -> None:
     h = Harness(MemoryTaskStore)
     async with h.manager.serving():
-        job = Job(h.manager, seconds=0.05)
+        quick, slow = Job(h.manager, seconds=0.05), Job(h.manager, seconds=5)
         t0 = trio.current_time()
-        result = await h.start(job)
-        assert result == {"content": [{"type": "text", "text": "done"}], "isError": False}
+        assert await h.start(quick) == {"content": [{"type": "text", "text": "done"}], "isError": False}
         assert trio.current_time() - t0 == pytest.approx(0.05)
-        assert h.manager.running == {} and h.notes == []
-        assert await h.manager.store.load(job.run.record.task_id) is None  # type: ignore[union-attr]
-        assert await h.manager.store.count_live() == 0
+        assert h.manager.running == {} and h.notes == []  # never a task: nothing stored, nobody told
+        assert await h.manager.store.load(quick.run.record.task_id) is None  # type: ignore[union-attr]
 
-
-async def test_a_call_that_outlasts_the_escalation_time_answers_with_a_task_then_completes(autojump_clock: Any) -> None:
-    h = Harness(MemoryTaskStore)
-    async with h.manager.serving():
-        job = Job(h.manager, seconds=5)
         t0 = trio.current_time()
-        created = await h.start(job)
+        created = await h.start(slow)
         assert trio.current_time() - t0 == pytest.approx(0.1)  # task_escalate_ms
         assert created["resultType"] == "task" and created["status"] == "working" and created["ttlMs"] == 3_600_000
         task_id = created["taskId"]
