@@ -437,22 +437,33 @@ async def test_own_legacy_sse_elicitation(own_http: HttpServer) -> None:
         await _ask_name(client, asked)
 
 
-@pytest.mark.parametrize("path, mode", [("/mcp", "stateless"), ("/mcp", "handshake"), ("/sse", "auto")])
-async def test_own_http_listen(own_http: HttpServer, path: str, mode: str) -> None:
+@pytest.mark.parametrize("path, mode, era, transport", [
+    ("/mcp", "stateless", "stateless", "http"), ("/mcp", "handshake", "handshake", "http"), ("/sse", "auto", "handshake", "sse"),
+])
+async def test_own_http_listen(own_http: HttpServer, path: str, mode: str, era: str, transport: str) -> None:
     async with mc.connect(_own_url(own_http, path), mode=mode) as client:
+        assert client.description is not None
+        assert (client.description.era, client.description.transport) == (era, transport)
+        await client.list_tools()
+        assert client._tools_expire > 0  # cached: the notification below must drop it
         async with client.listen(tools=True) as notes:
-            if mode == "stateless":
+            sub = None
+            if era == "stateless":
                 with trio.fail_after(10):
                     ack = await notes.receive()
                 assert ack.method == "notifications/subscriptions/acknowledged"
                 assert ack.params["notifications"] == {"toolsListChanged": True}
+                sub = ack.params["_meta"]["io.modelcontextprotocol/subscriptionId"]
             # Handshake era: connect() returned only once the standalone GET stream (or the
             # legacy SSE stream) was open, so the notification cannot slip by.
             await client.call_tool("test_trigger_tool_change", {})
             with trio.fail_after(10):
-                while (note := await notes.receive()).method != "notifications/tools/list_changed":
-                    pass
-        assert client._tools_expire == 0.0
+                changed = await notes.receive()
+            assert changed.method == "notifications/tools/list_changed"
+            if sub is not None:
+                assert changed.params["_meta"]["io.modelcontextprotocol/subscriptionId"] == sub
+        assert client._tools_expire == 0.0  # list_changed dropped the cached tool list
+        assert (await client.call_tool("greet", {"name": "after"})).text == "Hello, after."
 
 
 async def test_own_http_cancelled_listen_leaves_connection_usable(own_http: HttpServer) -> None:

@@ -76,6 +76,8 @@ class Dispatcher:
         else -32001.
         """
         running = self.app.requests
+        if running.stopped:  # nothing starts once the server stops (not even work that never yields)
+            return Answer.failure(req.id, shutting_down())
         try:
             work, deadline = self._plan(req, peer)
             with trio.CancelScope(deadline=deadline) as scope:

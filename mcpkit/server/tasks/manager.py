@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
@@ -65,7 +66,8 @@ class TaskRun:
         self.answers: dict[str, Any] = {}
         self.keys = 0
         self.waiters: list[tuple[set[str], trio.Event]] = []  # (keys, set when all are answered)
-        self.saved_at = 0.0
+        self.saved_at = -math.inf  # when progress was last saved (trio's clock)
+        self.save_due = False  # a progress message waits to be saved when the interval is up
 
     def mint_key(self, key: str) -> str:
         self.keys += 1
@@ -115,7 +117,7 @@ class TaskManager:
                         await self.store.save(run.record)
 
     async def _sweep(self) -> None:
-        last_purge = 0.0
+        last_purge = -math.inf
         while True:
             await trio.sleep(SWEEP_S)
             try:
@@ -126,8 +128,8 @@ class TaskManager:
                             self._deliver(run, inputs)
                         if cancel:
                             run.scope.cancel()
-                if time.monotonic() - last_purge >= PURGE_EVERY_S:
-                    last_purge = time.monotonic()
+                if trio.current_time() - last_purge >= PURGE_EVERY_S:
+                    last_purge = trio.current_time()
                     purged = await self.store.purge(time.time())
                     if purged:
                         log.info("purged %d expired tasks", purged)
@@ -252,7 +254,9 @@ class TaskManager:
             await run.created.wait()
             if run.refused is not None:
                 return  # never a task: its call was answered with the store's error
-            if outcome is None:
+            if run.record.terminal:
+                pass  # the server shut down meanwhile: the task is failed already, not cancelled by the client
+            elif outcome is None:
                 self._finish(run, "cancelled", message="Cancelled at the client's request")
             elif isinstance(outcome, ProtocolError):
                 self._finish(run, "failed", error=msgspec.to_builtins(outcome.to_object()))
@@ -280,13 +284,32 @@ class TaskManager:
 
     # -- from inside a task (the Context) ----------------------------------------------------------
     async def progress(self, run: TaskRun, message: str) -> None:
+        """The task's statusMessage: saved (and told to listeners) at most once per
+        SAVE_PROGRESS_EVERY_S; one that comes sooner is saved when the interval is up, so the
+        latest message is never lost however long the tool is silent after it."""
         rec = run.record
         rec.status_message = message
         rec.updated_at = time.time()
-        if time.monotonic() - run.saved_at >= SAVE_PROGRESS_EVERY_S:
-            run.saved_at = time.monotonic()
-            self._notify(run)
-            await self.store.save(rec)
+        if trio.current_time() - run.saved_at >= SAVE_PROGRESS_EVERY_S:
+            await self._save_progress(run)
+        elif not run.save_due and self._nursery is not None:
+            run.save_due = True
+            self._nursery.start_soon(self._save_progress_later, run)
+
+    async def _save_progress(self, run: TaskRun) -> None:
+        run.saved_at = trio.current_time()
+        self._notify(run)
+        await self.store.save(run.record)
+
+    async def _save_progress_later(self, run: TaskRun) -> None:
+        await trio.sleep_until(run.saved_at + SAVE_PROGRESS_EVERY_S)
+        run.save_due = False
+        if run.record.status != "working" or self.running.get(run.record.task_id) is not run:
+            return  # finished, or waiting for input (saved then, and again when it resumes)
+        try:
+            await self._save_progress(run)
+        except Exception as exc:  # the next progress or the final state is saved all the same
+            log.warning("task %s: could not save its progress: %s: %s", run.record.task_id, type(exc).__name__, exc)
 
     async def ask(self, run: TaskRun, requests: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         """Park the task in input_required with these requests until tasks/update answers all."""

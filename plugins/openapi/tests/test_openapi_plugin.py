@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-mcpkit = pytest.importorskip("mcpkit", reason="the mcpkit core is not installed")
-plugin = pytest.importorskip("mcpkit_openapi.plugin")
+import mcpkit
+from mcpkit_openapi import plugin
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
