@@ -53,7 +53,7 @@ def check_standard_headers(headers: Mapping[str, str], method: str, params: Any)
     name = headers.get("mcp-name")
     if name is None:
         raise mismatch(f"the Mcp-Name header is required for {method}")
-    body_value = params.get(key) if isinstance(params, Mapping) else getattr(params, key, None)
+    body_value = params.get(key) if isinstance(params, dict) else getattr(params, key, None)
     if decode_header_value(name, "Mcp-Name") != body_value:
         raise mismatch(f"Mcp-Name header value does not match body {key} {body_value!r}")
 
