@@ -93,6 +93,8 @@ class HttpApp:
         async with logging_through(sink), plugin_lifespans(self.app, self.lifespans, strict=self.strict), \
                 trio.open_nursery() as nursery:
             nursery.start_soon(sink.flush_forever)
+            if self.access.enabled:
+                nursery.start_soon(self.access.write_forever)
             stack = contextlib.ExitStack()
             self.sessions = SessionManager(
                 _session_backend(self.app), self.app.new_connection, Dispatcher(self.app), nursery,

@@ -43,8 +43,9 @@ class StderrSink:
         self._lock = threading.Lock()  # the access log writes from the event loop, logging from any thread
         self._send = _nonblocking_writer(fd)
 
-    def write(self, line: bytes) -> None:
-        """Write one line (with its newline) now, hold it, or drop and count it."""
+    def write(self, line: bytes, lines: int = 1) -> None:
+        """Write one line (with its newline; or ``lines`` of them together) now, hold it, or
+        drop and count it."""
         with self._lock:
             if self._drain():
                 sent = self._send(line)
@@ -57,8 +58,8 @@ class StderrSink:
             if len(self._pending) + len(line) <= self.max_pending:
                 self._pending += line
             else:
-                self.dropped += 1
-                self.dropped_total += 1
+                self.dropped += lines
+                self.dropped_total += lines
 
     def flush(self) -> None:
         with self._lock:
