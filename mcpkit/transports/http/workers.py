@@ -54,7 +54,7 @@ class _FakeApp:
 def _settings(config: Any, overrides: dict[str, Any]) -> Any:
     from ...server.settings import load_settings
 
-    table = {k: v for k, v in config.server.items() if k not in ("plugins", "disable", "strict")}
+    table = {k: v for k, v in config.server.items() if k not in ("plugins", "disable", "strict", "plugin_paths")}
     return load_settings(table, overrides=overrides)
 
 
@@ -72,7 +72,8 @@ def _build() -> Any:
     settings = _settings(config, spec["settings"])
     setup_logging(settings.log_level)  # a spawned process starts with no logging set up
     log_http_requests()
-    loaded = loader.load(sel.get("only", ()), sel.get("disable", ()), strict=sel.get("strict", False))
+    loaded = loader.load(sel.get("only", ()), sel.get("disable", ()), strict=sel.get("strict", False),
+                         paths=sel.get("paths", ()))
     app = loader.build_app(loaded, config, settings, strict=sel.get("strict", False))
     http_app = HttpApp(app, loader.lifespans(loaded, config), strict=sel.get("strict", False), legacy_only=sel.get("legacy_only", False))
     parent = multiprocessing.parent_process()
