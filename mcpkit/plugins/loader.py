@@ -388,10 +388,12 @@ def _merge(into: Registry, staged_of: dict[str, Registry], pm: pluggy.PluginMana
         into.completions.extend(staged_of[name].completions)
 
 
-def lifespans(loaded: Loaded, config: Config) -> list[tuple[str, Any]]:
+def lifespans(loaded: Loaded, config: Config, *, skip: Iterable[str] = ()) -> list[tuple[str, Any]]:
     """(plugin, async context manager) for each loaded plugin that has a lifespan, entered in
-    the order pluggy calls ``mcpkit_lifespan``."""
-    loaded_names = [info.name for info in loaded.infos if info.loaded]
+    the order pluggy calls ``mcpkit_lifespan`` (but those of ``skip``: ``mcpkit dev`` holds the
+    lifespans of the plugins it reloads itself)."""
+    skip = set(skip)
+    loaded_names = [info.name for info in loaded.infos if info.loaded and info.name not in skip]
     out = []
     for name in _ordered(loaded.manager, "mcpkit_lifespan", loaded_names):
         for cm in call_for(loaded.manager, "mcpkit_lifespan", name, config):

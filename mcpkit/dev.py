@@ -1,0 +1,131 @@
+"""``mcpkit dev ./weather.py``: serve a plugin file or folder and reload it on every save.
+
+It serves what ``mcpkit serve`` would (the installed plugins too), over stdio for a host or over
+HTTP, and watches the plugins given by path. A save re-imports the plugin in place (see
+:mod:`mcpkit.plugins.reload`): connected clients get ``notifications/tools/list_changed`` (and
+prompts, resources) for what changed, calls in flight finish on the old code, and a save that
+does not import or load leaves the last good version serving, with the error on stderr.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import click
+import trio
+
+from .cli import _failure, _one_line, _prepare, _selection, serving_summary
+
+
+def console_url(app: Any, base: str) -> str | None:
+    """Where the browser console of this app is (its try-it page shows each save), or None.
+
+    The hook for the observability console: a server that serves one sets ``app.console_path``
+    (e.g. ``"/console"``); until then nothing is printed."""
+    path = getattr(app, "console_path", None)
+    return f"{base}{path}" if path else None
+
+
+@click.command("dev")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+              help="stdio (for a host that starts the server), or http (Streamable HTTP on /mcp plus legacy SSE).")
+@click.option("--host", default=None, help="HTTP bind address [default: 127.0.0.1].")
+@click.option("--port", type=int, default=None, help="HTTP port [default: 8000; 0 picks a free one].")
+@click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
+              help="Extra allowed Origin (repeatable). Loopback origins are always allowed.")
+@click.option("--auth-token", envvar="MCPKIT_AUTH_TOKEN", default=None, help="Require this bearer token on HTTP requests.")
+@click.option("--poll", is_flag=True, help="Watch by polling file times even when watchfiles is installed.")
+@_selection
+def dev_cmd(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
+            poll: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
+            paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
+    """Serve the plugins in the files or folders PATH (and the installed ones), reloading each
+    one when it is saved.
+
+    Clients stay connected across a reload and are told what changed; a save that does not
+    load is reported here and the last good version keeps serving."""
+    overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port), ("auth_token", auth_token))
+                                 if v is not None}
+    if allow_origins:
+        overrides["allow_origins"] = list(allow_origins)
+    app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides,
+                                           paths=(*paths, *plugin_path), reloading=True)
+    if not loaded.paths:
+        raise click.UsageError("mcpkit dev reloads plugins given by path: name a module file or package folder, "
+                               "e.g. mcpkit dev ./weather.py (or set plugin_paths in [server])")
+    from .server.errors import StartupError
+
+    try:
+        _run(app, loaded, config, strict, transport, poll)
+    except StartupError as exc:
+        raise click.ClickException(_one_line(exc, str(exc))) from None
+
+
+def _run(app: Any, loaded: Any, config: Any, strict: bool, transport: str, poll: bool) -> None:
+    from .plugins.loader import lifespans
+    from .plugins.reload import Reloader
+    from .plugins.watch import POLL_S, backend
+
+    sockets: list[socket.socket] = []
+    if transport == "http":
+        from .server.logs import log_http_requests
+        from .transports.http.server.listener import listen
+
+        log_http_requests()
+        sockets = listen(app.settings)
+    others = lifespans(loaded, config, skip=loaded.paths)
+    reloader = Reloader(app, loaded, config, strict=strict)
+    how = "polling" if poll or backend() == "polling" else "watchfiles"
+    watching = ", ".join(str(pp.path) for pp in loaded.paths.values())
+    hint = f"polling every {POLL_S * 1000:.0f} ms; pip install 'mcpkit[dev]' to be told by the OS" if how == "polling" else how
+    note = f"watching {watching} ({hint})"
+
+    async def run_stdio() -> None:
+        from .server.lifespan import plugin_lifespans
+        from .transports.stdio import serve_stdio
+
+        async with plugin_lifespans(app, others, strict=strict), reloader.running(), trio.open_nursery() as nursery:
+            nursery.start_soon(_reload_on_save, reloader, how == "polling")
+            click.echo(f"mcpkit dev: {serving_summary(app)} on stdio; {note}", err=True)
+            await serve_stdio(app)
+            nursery.cancel_scope.cancel()
+
+    async def run_http() -> None:
+        from .transports.http.serve import serve_http
+
+        async with reloader.running(), trio.open_nursery() as nursery:
+            async def serving(task_status: trio.TaskStatus[list[str]]) -> None:
+                await serve_http(app, others, strict=strict, sockets=sockets, task_status=task_status)
+                nursery.cancel_scope.cancel()  # stopped (a signal): the watcher goes too
+
+            binds = await nursery.start(serving)
+            click.echo(f"mcpkit dev: {serving_summary(app)}; {note}", err=True)
+            for bind in binds:
+                url = console_url(app, bind)
+                if url:
+                    click.echo(f"mcpkit dev: try it in the browser: {url}", err=True)
+            nursery.start_soon(_reload_on_save, reloader, how == "polling")
+
+    try:
+        trio.run(run_stdio if transport == "stdio" else run_http)
+    except Exception as exc:
+        raise click.ClickException(_one_line(exc, _failure(exc, transport))) from None
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+async def _reload_on_save(reloader: Any, force_polling: bool) -> None:
+    from .plugins.watch import changes
+
+    roots = {name: pp.root for name, pp in reloader.loaded.paths.items()}
+    async for names in changes(roots, force_polling=force_polling):
+        for name in sorted(names):
+            result = await reloader.reload(name)
+            click.echo(f"mcpkit dev: {result.summary()}", err=True)
+            for warning in result.warnings:
+                click.echo(f"mcpkit dev: plugin {name}: WARNING: {warning}", err=True)
+
+
+__all__ = ["dev_cmd", "console_url"]
