@@ -49,6 +49,7 @@ def dev_cmd(transport: str, host: str | None, port: int | None, allow_origins: t
                                  if v is not None}
     if allow_origins:
         overrides["allow_origins"] = list(allow_origins)
+    baseline = _baseline((*paths, *plugin_path))
     app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides,
                                            paths=(*paths, *plugin_path), reloading=True)
     if not loaded.paths:
@@ -57,12 +58,24 @@ def dev_cmd(transport: str, host: str | None, port: int | None, allow_origins: t
     from .server.errors import StartupError
 
     try:
-        _run(app, loaded, config, strict, transport, poll)
+        _run(app, loaded, config, strict, transport, poll, baseline)
     except StartupError as exc:
         raise click.ClickException(_one_line(exc, str(exc))) from None
 
 
-def _run(app: Any, loaded: Any, config: Any, strict: bool, transport: str, poll: bool) -> None:
+def _baseline(given: tuple[str, ...]) -> dict[Any, Any]:
+    """The plugin files as they are before they load: a save the watcher starts too late to see
+    is caught by comparing with this."""
+    from .plugins.paths import plugin_paths
+    from .plugins.watch import snapshot
+
+    try:
+        return snapshot({pp.name: pp.root for pp in plugin_paths(given)})
+    except (ValueError, OSError):
+        return {}  # the load reports it
+
+
+def _run(app: Any, loaded: Any, config: Any, strict: bool, transport: str, poll: bool, baseline: dict[Any, Any]) -> None:
     from .plugins.loader import lifespans
     from .plugins.reload import Reloader
     from .plugins.watch import POLL_S, backend
@@ -86,7 +99,7 @@ def _run(app: Any, loaded: Any, config: Any, strict: bool, transport: str, poll:
         from .transports.stdio import serve_stdio
 
         async with plugin_lifespans(app, others, strict=strict), reloader.running(), trio.open_nursery() as nursery:
-            nursery.start_soon(_reload_on_save, reloader, how == "polling")
+            nursery.start_soon(_reload_on_save, reloader, how == "polling", baseline)
             click.echo(f"mcpkit dev: {serving_summary(app)} on stdio; {note}", err=True)
             await serve_stdio(app)
             nursery.cancel_scope.cancel()
@@ -105,7 +118,7 @@ def _run(app: Any, loaded: Any, config: Any, strict: bool, transport: str, poll:
                 url = console_url(app, bind)
                 if url:
                     click.echo(f"mcpkit dev: try it in the browser: {url}", err=True)
-            nursery.start_soon(_reload_on_save, reloader, how == "polling")
+            nursery.start_soon(_reload_on_save, reloader, how == "polling", baseline)
 
     try:
         trio.run(run_stdio if transport == "stdio" else run_http)
@@ -116,16 +129,40 @@ def _run(app: Any, loaded: Any, config: Any, strict: bool, transport: str, poll:
             sock.close()
 
 
-async def _reload_on_save(reloader: Any, force_polling: bool) -> None:
-    from .plugins.watch import changes
+#: after the watcher starts, the files are compared with how they were before loading
+CATCH_UP_S = 0.2
+
+
+async def _reload_on_save(reloader: Any, force_polling: bool, baseline: dict[Any, Any]) -> None:
+    """Reload each plugin whose files differ from how they were when it was last read: one
+    save the watcher reports twice (a write, then a rename) reloads once, and a save made
+    while the watcher was starting is not missed."""
+    from .plugins.watch import changes, snapshot
 
     roots = {name: pp.root for name, pp in reloader.loaded.paths.items()}
-    async for names in changes(roots, force_polling=force_polling):
+    read_as = {name: {p: v for p, v in baseline.items() if p == root or root in p.parents} for name, root in roots.items()}
+    for name in [name for name, files in read_as.items() if not files]:  # given by the config file
+        read_as[name] = await trio.to_thread.run_sync(snapshot, {name: roots[name]})
+
+    async def reload(names: set[str]) -> None:
         for name in sorted(names):
+            now = await trio.to_thread.run_sync(snapshot, {name: roots[name]})
+            if now == read_as[name]:
+                continue  # nothing new since it was read
+            read_as[name] = now  # taken before the import: a save during it is seen next time
             result = await reloader.reload(name)
             click.echo(f"mcpkit dev: {result.summary()}", err=True)
             for warning in result.warnings:
                 click.echo(f"mcpkit dev: plugin {name}: WARNING: {warning}", err=True)
+
+    async def catch_up() -> None:
+        await trio.sleep(CATCH_UP_S)
+        await reload(set(roots))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(catch_up)
+        async for names in changes(roots, force_polling=force_polling):
+            await reload(names)
 
 
 __all__ = ["dev_cmd", "console_url"]

@@ -99,6 +99,17 @@ def _files(root: Path) -> list[Path]:
     return out
 
 
+def snapshot(roots: dict[str, Path]) -> dict[Path, tuple[int, int]]:
+    """(mtime, size) of every source file under ``roots``."""
+    return _snapshot(roots)
+
+
+def changed_since(roots: dict[str, Path], before: dict[Path, tuple[int, int]]) -> set[str]:
+    """The names whose files differ from ``before`` (a save the watcher started too late to see)."""
+    now = _snapshot(roots)
+    return which(roots, {p for p in before.keys() | now.keys() if before.get(p) != now.get(p)})
+
+
 def _snapshot(roots: dict[str, Path]) -> dict[Path, tuple[int, int]]:
     out: dict[Path, tuple[int, int]] = {}
     for root in roots.values():
@@ -130,4 +141,4 @@ async def _polling(roots: dict[str, Path]) -> AsyncIterator[set[str]]:
                 yield names
 
 
-__all__ = ["changes", "backend", "which", "is_source", "POLL_S"]
+__all__ = ["changes", "backend", "which", "is_source", "snapshot", "changed_since", "POLL_S"]
