@@ -23,7 +23,7 @@ log = logging.getLogger("mcpkit.dev")
 #: the polling watcher's interval, seconds
 POLL_S = 0.05
 #: quiet time after a change before it is reported (an editor's save is often several writes)
-SETTLE_MS = 50
+SETTLE_MS = 25
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache", ".ruff_cache", "node_modules"}
 
 
