@@ -114,6 +114,7 @@ async def test_a_save_reaches_a_connected_client(tmp_path: Path, watcher: str) -
                               on_notification=lambda method, params: seen.append(method)) as client:
             stderr = err_path.read_text
             await until(lambda: "watching" in stderr(), "the banner")
+            assert f"({watcher}" in stderr()  # watchfiles comes with the [dev] extra `make install` installs
             assert {t["name"] for t in await client.list_tools()} == {"sunny", "rain", "slow"}
             async with trio.open_nursery() as nursery:
                 slow: list[str] = []
@@ -157,7 +158,7 @@ def test_the_official_sdk_client_is_told_and_sees_the_new_tool(tmp_path: Path) -
     plugin = tmp_path / "weather.py"
     plugin.write_text(source(1, ["sunny"]))
     params = StdioServerParameters(command=MCPKIT, args=["dev", str(plugin), "--plugin", "weather"],
-                                   env={"PATH": os.environ.get("PATH", "")})
+                                   env={k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH")})
 
     async def exercise() -> tuple[list[str], list[str], str, list[str]]:
         told = asyncio.Event()
