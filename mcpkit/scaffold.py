@@ -354,7 +354,7 @@ def write_from(source: Path, name: str | None, directory: Path | None,
     values["description"] = description or _docstring(pp) or f"mcpkit plugin {values['plugin']}"
     values["description"] = values["description"].replace('"', "'").replace("\\", "/")
     values["mcpkit_version"] = __version__
-    if values["plugin"] != pp.name:
+    if name is not None and values["plugin"] != pp.name:
         raise click.BadParameter(f"the plugin in {source} is named {pp.name!r} (its [plugins.{pp.name}] table); "
                                  f"leave NAME out, or rename the file first", param_hint="NAME")
     root = directory or Path(values["dist"])

@@ -5,6 +5,7 @@ lifespan that fails, --strict, resources/updated."""
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -82,7 +83,12 @@ async def test_middleware_and_resources_follow_a_reload(tmp_path: Path) -> None:
         assert (await client.call_tool("echo", {"text": "hi"})).text == "hi [mw v1]"
         await client.request("resources/subscribe", {"uri": "weather://about"})
         write(path, plugin(2))
-        result = await reloader.reload("weather")
+        with reloader.app.hub.listen() as events:  # what a console listens to
+            result = await reloader.reload("weather")
+            hub = []
+            while events.statistics().current_buffer_used:
+                hub.append(events.receive_nowait())
+        assert hub[-1] == ("dev/reload", dataclasses.asdict(result)) and hub[-1][1]["ok"] is True
         assert result.ok and result.summary().startswith("reloaded weather in") and not result.added
         assert (await client.call_tool("echo", {"text": "hi"})).text == "hi [mw v2]"
         (content,) = await client.read_resource("weather://about")

@@ -79,8 +79,9 @@ def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool 
     only, disable = set(only), set(disable)
     given = plugin_paths(paths)
     by_path = {pp.name: pp for pp in given}
-    eps = [ep for ep in discover() if ep.name not in by_path]
-    shadowed = [ep for ep in discover() if ep.name in by_path]
+    found = discover()
+    eps = [ep for ep in found if ep.name not in by_path]
+    shadowed = [ep for ep in found if ep.name in by_path]
     installed = [ep.name for ep in eps] + list(by_path)
     unknown = (only | disable) - set(installed)
     warnings: list[str] = []
