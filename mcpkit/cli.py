@@ -67,15 +67,19 @@ def _selection(f: Any) -> Any:
                      help="TOML file with [server] settings and [plugins.NAME] tables.")(f)
     f = click.option("--disable", multiple=True, metavar="NAME", help="Do not load this plugin (repeatable).")(f)
     f = click.option("--plugin", "only", multiple=True, metavar="NAME", help="Load only this plugin (repeatable).")(f)
+    f = click.option("--upstream", "upstreams", multiple=True, metavar="NAME=URL",
+                     help="Serve the MCP server at URL as the plugin NAME (repeatable; commands go in the "
+                          "config file as [upstreams.NAME]; see docs/gateway.md).")(f)
     return f
 
 
 def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
-             overrides: dict[str, Any] | None = None, listing: bool = False, paths: tuple[str, ...] = (),
-             reloading: bool = False) -> Any:
+             overrides: dict[str, Any] | None = None, listing: bool = False, upstreams: tuple[str, ...] = (),
+             paths: tuple[str, ...] = (), reloading: bool = False) -> Any:
     """Config, settings, plugins and the app. ``listing`` (mcpkit plugins) collects every problem
     instead of stopping at the first, whatever ``strict`` says. ``paths``: plugins given by path
     on the command line (they replace the ``plugin_paths`` setting)."""
+    from .gateway import build_gateway
     from .plugins import loader
     from .plugins.config import load_config
     from .plugins.config_check import report_config_problems
@@ -99,10 +103,12 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
         settings = load_settings(table, overrides=overrides, table_name=where)
         setup_logging(settings.log_level)
         fatal = strict and not listing
+        gateway = build_gateway(config.upstreams, upstreams)
         loaded = loader.load(only, disable, strict=fatal, unknown_names="error" if named_on_command_line else "warn",
-                             paths=paths)
+                             extra=gateway.plugins, paths=paths)
         loaded.warnings.extend(report_config_problems(config, loaded.installed, strict=fatal))
         app = loader.build_app(loaded, config, settings, strict=fatal, keep_conflicts=listing)
+        gateway.attach(app)
         app.reloading = reloading
     except (ValueError, loader.PluginError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -141,9 +147,10 @@ def _env_list(name: str, sep: str = ",") -> list[str]:
 def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
           auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, state: str | None, http_server: str | None, certfile: str | None, keyfile: str | None,
           only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
-          paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
-    """Serve the installed plugins' tools over MCP (stdio by default), and the plugins in the
-    module files or package folders PATH (each named after its file or folder)."""
+          upstreams: tuple[str, ...], paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
+    """Serve the installed plugins' tools over MCP (stdio by default), the plugins in the module
+    files or package folders PATH (each named after its file or folder), and any MCP server
+    named with --upstream or [upstreams.NAME] (docs/gateway.md)."""
     given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("state", state), ("http_server", http_server),
              ("certfile", certfile), ("keyfile", keyfile))
     overrides: dict[str, Any] = {k: v for k, v in given if v is not None}
@@ -153,14 +160,14 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
     if auth:
         overrides["auth"] = auth
     paths = (*paths, *plugin_path)
-    app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides, paths=paths)
+    app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides, upstreams=upstreams, paths=paths)
     from .server.errors import StartupError
 
     try:
         code = _serve(app, loaded, config, strict, transport,
                       {"only": list(only), "disable": list(disable), "config_path": config_path, "strict": strict,
-                       "legacy_only": transport == "sse", "paths": [str(pp.path) for pp in loaded.paths.values()]},
-                      overrides)
+                       "legacy_only": transport == "sse", "upstreams": list(upstreams),
+                       "paths": [str(pp.path) for pp in loaded.paths.values()]}, overrides)
     except StartupError as exc:
         raise click.ClickException(_one_line(exc, str(exc))) from None
     if code:
@@ -263,14 +270,17 @@ def _check_auth(app: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @_selection
 def plugins_cmd(as_json: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
-                paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
+                upstreams: tuple[str, ...], paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
     """List discovered plugins (and those in the files or folders PATH) with what each offers,
     load errors, warnings and name conflicts.
 
+    Upstreams (docs/gateway.md) are connected once to list what they offer and their state.
     Exits 0 whatever it finds; with --strict (or strict = true in the file), 1 when anything is wrong."""
     from .plugins.report import plugin_rows, problem_count, render_rows
 
-    app, loaded, _config, strict = _prepare(only, disable, config_path, strict, listing=True, paths=(*paths, *plugin_path))
+    app, loaded, config, strict = _prepare(only, disable, config_path, strict, listing=True, upstreams=upstreams,
+                                           paths=(*paths, *plugin_path))
+    _probe_upstreams(app, loaded, config)
     rows = plugin_rows(app)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -281,6 +291,32 @@ def plugins_cmd(as_json: bool, only: tuple[str, ...], disable: tuple[str, ...], 
     if strict and problems:
         click.echo(f"mcpkit plugins: {problems} problem{'s' if problems != 1 else ''} (fatal with --strict)", err=True)
         sys.exit(1)
+
+
+def _probe_upstreams(app: Any, loaded: Any, config: Any) -> None:
+    """Connect each selected upstream once (concurrently, within its connect timeout) so the
+    report shows what it offers, or why it cannot be reached."""
+    if not any(info.status is not None for info in app.plugins):
+        return
+    import contextlib
+
+    import trio
+
+    from .plugins.loader import lifespans
+
+    for info in app.plugins:
+        plugin = loaded.manager.get_plugin(info.name) if info.status is not None else None
+        if plugin is not None:
+            plugin.settings.max_attempts = 1  # one try: "failed" and why, not "retrying"
+
+    async def probe() -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            for name, cm in lifespans(loaded, config):
+                if any(info.name == name and info.status is not None for info in app.plugins):
+                    await stack.enter_async_context(cm)
+
+    logging.getLogger("mcpkit.gateway").setLevel(logging.ERROR)  # the report says it
+    trio.run(probe)
 
 
 def serving_summary(app: Any) -> str:

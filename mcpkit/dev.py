@@ -39,7 +39,7 @@ def console_url(app: Any, base: str) -> str | None:
 @_selection
 def dev_cmd(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
             poll: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
-            paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
+            upstreams: tuple[str, ...], paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
     """Serve the plugins in the files or folders PATH (and the installed ones), reloading each
     one when it is saved.
 
@@ -50,7 +50,7 @@ def dev_cmd(transport: str, host: str | None, port: int | None, allow_origins: t
     if allow_origins:
         overrides["allow_origins"] = list(allow_origins)
     baseline = _baseline((*paths, *plugin_path))
-    app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides,
+    app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides, upstreams=upstreams,
                                            paths=(*paths, *plugin_path), reloading=True)
     if not loaded.paths:
         raise click.UsageError("mcpkit dev reloads plugins given by path: name a module file or package folder, "

@@ -34,17 +34,20 @@ log = logging.getLogger("mcpkit.client")
 async def connect(target: str | Sequence[str], settings: ClientSettings | None = None, *,
                   on_log: Callback | None = None, on_elicitation: Callback | None = None,
                   on_sampling: Callback | None = None, roots: list[dict[str, Any]] | None = None,
-                  on_notification: Callback | None = None, **overrides: Any) -> AsyncIterator["Client"]:
+                  on_notification: Callback | None = None, on_request: Callback | None = None,
+                  on_bad_message: Callback | None = None, **overrides: Any) -> AsyncIterator["Client"]:
     """Connect to ``target``: an ``http(s)://`` URL, or a command line run as a stdio server.
 
     ``overrides`` set :class:`ClientSettings` fields by name. The callbacks may be plain or async:
     ``on_elicitation(params) -> ElicitResult``, ``on_sampling(params) -> CreateMessageResult``,
-    ``on_log(params)``, ``on_notification(method, params)``.
+    ``on_log(params)``, ``on_notification(method, params)``; ``on_request(method, params)``
+    answers any request from the server before those (a gateway relays them); ``on_bad_message(error)``
+    hears of messages from the server that could not be used.
     """
     base = settings or ClientSettings()
     settings = ClientSettings(**{**base.__dict__, **overrides}) if overrides else base
     handlers = Handlers(elicitation=on_elicitation, sampling=on_sampling, roots=roots, log=on_log,
-                        notification=on_notification)
+                        notification=on_notification, request=on_request, bad_message=on_bad_message)
     try:
         async with trio.open_nursery() as nursery:
             client = Client(target, settings, handlers)

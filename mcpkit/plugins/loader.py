@@ -64,12 +64,15 @@ def unknown_plugins(unknown: Iterable[str], installed: Iterable[str]) -> str:
 
 
 def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool = False,
-         unknown_names: str = "warn", paths: Iterable[str | Any] = ()) -> Loaded:
+         unknown_names: str = "warn", extra: dict[str, Any] | None = None,
+         paths: Iterable[str | Any] = ()) -> Loaded:
     """Import the selected plugins and register them with a plugin manager.
 
     A plugin that fails to import is logged and left out (fatal with ``strict``). A name in
     ``only``/``disable`` that is not installed is an error when ``unknown_names`` is "error"
-    (the command line), else a warning (the config file, the environment).
+    (the command line), else a warning (the config file, the environment). ``extra`` are
+    plugin objects by name that are not installed packages (the gateway's upstreams): selected
+    and registered like the others, after them.
 
     ``paths`` are plugins given by path (a module file or a package folder, see
     :mod:`mcpkit.plugins.paths`): each loads under its file's or folder's name, whatever
@@ -82,7 +85,12 @@ def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool 
     found = discover()
     eps = [ep for ep in found if ep.name not in by_path]
     shadowed = [ep for ep in found if ep.name in by_path]
-    installed = [ep.name for ep in eps] + list(by_path)
+    extra = dict(extra or {})
+    clash = sorted(set(extra) & ({ep.name for ep in found} | set(by_path)))
+    if clash:
+        raise PluginError(f"upstream {clash[0]!r} has the name of an installed plugin or a plugin path; "
+                          f"give the upstream another name")
+    installed = [ep.name for ep in eps] + list(extra) + list(by_path)
     unknown = (only | disable) - set(installed)
     warnings: list[str] = []
     if unknown:
@@ -101,6 +109,12 @@ def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool 
         info = PluginInfo(ep.name, ep.dist_name, ep.dist_version)
         infos.append(info)
         _register(pm, info, ep.load, strict)
+    for name, obj in extra.items():
+        if (only and name not in only) or name in disable:
+            continue
+        info = PluginInfo(name, "upstream", None)
+        infos.append(info)
+        _register(pm, info, lambda obj=obj: obj, strict)
     for ep in shadowed:
         msg = (f"plugin {ep.name}: {by_path[ep.name].path} is served instead of the installed plugin "
                f"{ep.name} ({ep.dist_name} {ep.dist_version})")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import trio
 
@@ -36,6 +36,8 @@ class PluginInfo:
     conflicts: list[dict[str, str]] = field(default_factory=list)
     #: the file or package folder it was loaded from, for a plugin given by path (not installed)
     path: str | None = None
+    #: a live state to report (an upstream of the gateway: connected, retrying, ...), or None
+    status: Callable[[], dict[str, Any]] | None = None
 
 
 @dataclass

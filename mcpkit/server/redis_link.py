@@ -105,6 +105,9 @@ class RedisLink:
     def __init__(self, url: str, prefix: str = "mcpkit", timeout: float = 2.0) -> None:
         import coredis  # only when a Redis URL is configured
 
+        from .redis_client import freeze_coredis_config
+
+        freeze_coredis_config()  # coredis would read os.environ on every command
         if not url.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError(f"state must be 'memory' or a redis:// / rediss:// URL, got {url!r}")
         self.url = url

@@ -304,6 +304,11 @@ def _plain_routes(app: App) -> Any:
             "tools": len(app.registry.tools),
             "state": state,
         }
+        upstreams = {p.name: p.status() for p in app.plugins if p.loaded and p.status is not None}
+        if upstreams:  # the gateway's upstreams: connected, or retrying and why
+            body["upstreams"] = upstreams
+            if any(u["state"] != "connected" for u in upstreams.values()):
+                body["status"] = "degraded"
         return body  # 200 even when degraded: stateless calls still work without shared state
 
     from .search_api import install

@@ -72,9 +72,13 @@ def _build() -> Any:
     settings = _settings(config, spec["settings"])
     setup_logging(settings.log_level)  # a spawned process starts with no logging set up
     log_http_requests()
-    loaded = loader.load(sel.get("only", ()), sel.get("disable", ()), strict=sel.get("strict", False),
+    from ...gateway import build_gateway
+
+    gateway = build_gateway(config.upstreams, sel.get("upstreams", ()))
+    loaded = loader.load(sel.get("only", ()), sel.get("disable", ()), strict=sel.get("strict", False), extra=gateway.plugins,
                          paths=sel.get("paths", ()))
     app = loader.build_app(loaded, config, settings, strict=sel.get("strict", False))
+    gateway.attach(app)
     http_app = HttpApp(app, loader.lifespans(loaded, config), strict=sel.get("strict", False), legacy_only=sel.get("legacy_only", False))
     parent = multiprocessing.parent_process()
     if parent is not None and parent.sentinel is not None:  # readable (at its end) once hypercorn's supervisor is gone

@@ -1,10 +1,8 @@
 """Moving bytes for one connection: a plain socket driven directly, or any trio stream (TLS).
 
-A plain socket is read and written with non-blocking calls first; trio's wait_readable /
-wait_writable run only when the kernel has nothing to give or no room, so a request that
-finds its bytes ready costs no extra trip through the scheduler. Every read that did not wait
-is counted, and every 16th yields, so a client that keeps the socket full cannot starve the
-other connections.
+A plain socket is read and written with non-blocking calls first (``mcpkit.httpclient.sockio``,
+which the HTTP client shares), so a request that finds its bytes ready costs no extra trip
+through the scheduler.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from typing import Protocol
 
 import trio
 
-READ_SIZE = 65536
+from ....httpclient.sockio import READ_SIZE, PlainSocket
 
 
 class Io(Protocol):
@@ -40,57 +38,29 @@ class Io(Protocol):
     async def aclose(self) -> None: ...
 
 
-class SocketIo:
-    __slots__ = ("sock", "peer", "local", "_streak", "_lock")
+class SocketIo(PlainSocket):
+    __slots__ = ("peer", "local", "_lock")
 
     def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
+        super().__init__(sock)
         try:
             self.peer = sock.getpeername()[:2]
             self.local = sock.getsockname()[:2]
         except OSError:
             self.peer = self.local = None
-        self._streak = 0
         self._lock = trio.StrictFIFOLock()  # taken only by a send that has to wait
 
     async def start(self) -> None:
         return None
 
-    async def recv(self) -> bytes:
-        sock = self.sock
-        try:
-            data = sock.recv(READ_SIZE)
-        except BlockingIOError:
-            self._streak = 0
-            while True:
-                await trio.lowlevel.wait_readable(sock)
-                try:
-                    return sock.recv(READ_SIZE)
-                except BlockingIOError:
-                    continue
-        self._streak += 1
-        if self._streak % 16 == 0:
-            await trio.lowlevel.cancel_shielded_checkpoint()
-        return data
-
     async def send(self, data: bytes, timeout: float = math.inf) -> None:
-        sock = self.sock
         if not self._lock.locked():
-            try:
-                sent = sock.send(data)
-            except BlockingIOError:
-                sent = 0
+            sent = self.send_now(data)
             if sent == len(data):
                 return
             data = data[sent:]
         async with self._lock:
-            view = memoryview(data)
-            while view:
-                try:
-                    view = view[sock.send(view):]
-                except BlockingIOError:
-                    with trio.fail_after(timeout):
-                        await trio.lowlevel.wait_writable(sock)
+            await self.send_rest(data, timeout)
 
     def shutdown_write(self) -> None:
         try:
