@@ -164,3 +164,32 @@ async def test_a_package_is_read_again_whole(tmp_path: Path) -> None:
         failed = await reloader.reload("almanac")
         assert not failed.ok and "SyntaxError" in failed.error and "sun.py" in failed.error
         assert (await client.call_tool("sunrise", {})).text == "06:14"
+
+
+async def test_items_another_plugin_changed_while_serving_survive_a_reload(tmp_path: Path) -> None:
+    """A plugin may replace its own items at run time (the gateway's upstreams do, after each
+    upstream listing): a reload of another plugin keeps them as they are served, in place."""
+    path, other = tmp_path / "weather.py", tmp_path / "other.py"
+    write(path, plugin(1))
+    write(other, '''
+        import mcpkit
+
+        @mcpkit.tool
+        def first() -> str:
+            return "first"
+
+        @mcpkit.hookimpl
+        def mcpkit_tools(config):
+            return [first]
+        ''')
+    app, loaded, config = mcpkit.testing.build_app([other, path])
+    reloader = Reloader(app, loaded, config)
+    async with reloader.running():
+        late = mcpkit.ToolDef(lambda: "late", name="late")
+        app.registry.tools = {"late": late, **{k: v for k, v in app.registry.tools.items() if k != "first"}}
+        app.registry.owner.pop(("tool", "first"))
+        app.registry.owner[("tool", "late")] = "other"
+        write(path, plugin(2))
+        assert (await reloader.reload("weather")).ok
+        assert list(app.registry.tools) == ["late", "echo"] and app.registry.tools["late"] is late
+        assert app.registry.owner[("tool", "late")] == "other"

@@ -32,9 +32,10 @@ import trio
 
 from ..server.app import App, PluginInfo
 from ..server.errors import DefinitionError, PluginError
+from ..server.middleware import Chain, MiddlewareDef
 from ..server.registry import Registry
 from .config import Config
-from .loader import Loaded, call_for, hook_problems, merged, stage_plugin
+from .loader import Loaded, call_for, call_order, hook_problems, stage_plugin
 
 log = logging.getLogger("mcpkit.dev")
 #: the change hub event a reload raises (its argument: ReloadResult as a dict)
@@ -158,9 +159,9 @@ class Reloader:
                 pm.register(old, name=name)
             return ReloadResult(name, False, _setup_error(exc), warnings=trial.warnings)
         # from here on nothing can fail: the new version serves
-        self.loaded.staged[name], self.loaded.middleware_of[name] = staged, middleware
         info.loaded, info.error, info.warnings = True, None, trial.warnings
-        registry, chain = merged(self.loaded)
+        registry, chain = self._with(name, staged, middleware)
+        self.loaded.staged[name], self.loaded.middleware_of[name] = staged, middleware
         before = set(self.app.requests.scopes)
         previous = self.app.replace_registry(registry)
         self.app.middleware = chain
@@ -204,9 +205,36 @@ class Reloader:
     def _withdraw(self, info: PluginInfo, error: str) -> None:
         log.error("plugin %s: %s; its tools are not served", info.name, error)
         info.loaded, info.error = False, error
-        registry, chain = merged(self.loaded)
+        registry, chain = self._with(info.name, Registry(), [])
         self.app.replace_registry(registry)
         self.app.middleware = chain
+
+    def _with(self, name: str, staged: Registry, middleware: list[MiddlewareDef]) -> tuple[Registry, Chain]:
+        """The registry and middleware being served, with ``name``'s items and middleware
+        replaced by these. The other plugins' items are taken as they are served now (not as
+        they were built: a plugin may change its own at run time, as the gateway's upstreams
+        do), each kind in the order pluggy calls its hook."""
+        app, pm = self.app, self.loaded.manager
+        current, owner = app.registry, app.registry.owner
+        live = [info.name for info in app.plugins if info.loaded]
+        reg = Registry(owner={key: who for key, who in owner.items() if who != name})
+        reg.owner.update(staged.owner)
+        for plugin in _in_order(pm, "mcpkit_tools", live):
+            reg.tools.update(staged.tools if plugin == name else
+                             {n: t for n, t in current.tools.items() if owner.get(("tool", n)) == plugin})
+        for plugin in _in_order(pm, "mcpkit_prompts", live):
+            reg.prompts.update(staged.prompts if plugin == name else
+                               {n: p for n, p in current.prompts.items() if owner.get(("prompt", n)) == plugin})
+        for plugin in _in_order(pm, "mcpkit_resources", live):
+            for into, mine, now in ((reg.resources, staged.resources, current.resources),
+                                    (reg.templates, staged.templates, current.templates)):
+                into.extend(mine if plugin == name else [r for r in now if owner.get(("resource", r.uri)) == plugin])
+        old = self.loaded.staged.get(name)
+        reg.completions = [c for c in current.completions if old is None or all(c is not o for o in old.completions)]
+        reg.completions.extend(staged.completions)
+        entries = [m for plugin in _in_order(pm, "mcpkit_middleware", live)
+                   for m in (middleware if plugin == name else [m for m in app.middleware.entries if m.plugin == plugin])]
+        return reg, Chain(entries)
 
 
 class _Retirement:
@@ -221,6 +249,12 @@ class _Retirement:
     def retire(self, serving: set[Any]) -> None:
         self.serving = serving
         self.event.set()
+
+
+def _in_order(pm: pluggy.PluginManager, hook: str, names: list[str]) -> list[str]:
+    """``names`` in the order pluggy calls ``hook`` (those not implementing it after, as loaded)."""
+    rank = {name: i for i, name in enumerate(call_order(pm, hook))}
+    return sorted(names, key=lambda n: rank.get(n, len(rank)))
 
 
 def _import_error(exc: Exception, path: Any) -> str:
