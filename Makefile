@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.mcpkit-installed
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
 # openapi's [embeddings] extra (hybrid ranking) is installed too, so its tests run in make test.
-EDITABLES   := -e '.[test]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
+EDITABLES   := -e '.[test,dev]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
 
 .PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-gateway bench-scaleout bench-io dist fuzz clean
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -42,6 +43,7 @@ class _Group(click.Group):
 
 #: commands whose modules load only when the command runs (serve's start-up does not pay for them)
 _LAZY = {"new": ("mcpkit.scaffold", "new_cmd"), "install": ("mcpkit.hosts", "install_cmd"),
+         "dev": ("mcpkit.dev", "dev_cmd"),
          # the client commands: `mcpkit serve` never pays for importing the client and httpx
          "tools": ("mcpkit.client.commands", "tools_cmd"), "call": ("mcpkit.client.commands", "call_cmd"),
          "discover": ("mcpkit.client.commands", "discover_cmd"), "task": ("mcpkit.client.commands", "task_group"),
@@ -55,6 +57,11 @@ def main() -> None:
 
 
 def _selection(f: Any) -> Any:
+    f = click.option("--plugin-path", "plugin_path", multiple=True, metavar="PATH",
+                     type=click.Path(exists=True, dir_okay=True),
+                     help="Also load this module file or package folder as a plugin named after it (repeatable; "
+                          "the same as giving PATH as an argument).")(f)
+    f = click.argument("paths", nargs=-1, metavar="[PATH]...", type=click.Path(exists=True, dir_okay=True))(f)
     f = click.option("--strict", is_flag=True, help="Make any plugin or config mistake fatal (mcpkit plugins: exit 1).")(f)
     f = click.option("--config", "config_path", type=click.Path(dir_okay=False), envvar="MCPKIT_CONFIG",
                      help="TOML file with [server] settings and [plugins.NAME] tables.")(f)
@@ -67,13 +74,16 @@ def _selection(f: Any) -> Any:
 
 
 def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
-             overrides: dict[str, Any] | None = None, listing: bool = False, upstreams: tuple[str, ...] = ()) -> Any:
+             overrides: dict[str, Any] | None = None, listing: bool = False, upstreams: tuple[str, ...] = (),
+             paths: tuple[str, ...] = (), reloading: bool = False) -> Any:
     """Config, settings, plugins and the app. ``listing`` (mcpkit plugins) collects every problem
-    instead of stopping at the first, whatever ``strict`` says."""
+    instead of stopping at the first, whatever ``strict`` says. ``paths``: plugins given by path
+    on the command line (they replace the ``plugin_paths`` setting)."""
     from .gateway import build_gateway
     from .plugins import loader
     from .plugins.config import load_config
     from .plugins.config_check import report_config_problems
+    from .plugins.paths import setting_paths
     from .server.logs import setup_logging
     from .server.settings import load_settings
 
@@ -83,26 +93,30 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
         named_on_command_line = bool(only or disable)
         only = only or tuple(table.pop("plugins", ()) or _env_list("MCPKIT_PLUGINS"))
         disable = disable or tuple(table.pop("disable", ()) or _env_list("MCPKIT_DISABLE"))
-        strict = strict or bool(table.pop("strict", False))
         where = f"[server] of {config.path}" if config.path else "[server]"
+        from_settings = table.pop("plugin_paths", None)
+        if not paths:
+            base = config.path.parent if config.path else None
+            paths = tuple(setting_paths(from_settings, base, where) if from_settings is not None
+                          else _env_list("MCPKIT_PLUGIN_PATHS", os.pathsep))
+        strict = strict or bool(table.pop("strict", False))
         settings = load_settings(table, overrides=overrides, table_name=where)
         setup_logging(settings.log_level)
         fatal = strict and not listing
         gateway = build_gateway(config.upstreams, upstreams)
         loaded = loader.load(only, disable, strict=fatal, unknown_names="error" if named_on_command_line else "warn",
-                             extra=gateway.plugins)
+                             extra=gateway.plugins, paths=paths)
         loaded.warnings.extend(report_config_problems(config, loaded.installed, strict=fatal))
         app = loader.build_app(loaded, config, settings, strict=fatal, keep_conflicts=listing)
         gateway.attach(app)
+        app.reloading = reloading
     except (ValueError, loader.PluginError) as exc:
         raise click.ClickException(str(exc)) from None
     return app, loaded, config, strict
 
 
-def _env_list(name: str) -> list[str]:
-    import os
-
-    return [p.strip() for p in os.environ.get(name, "").split(",") if p.strip()]
+def _env_list(name: str, sep: str = ",") -> list[str]:
+    return [p.strip() for p in os.environ.get(name, "").split(sep) if p.strip()]
 
 
 @main.command()
@@ -133,8 +147,9 @@ def _env_list(name: str) -> list[str]:
 def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
           auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, state: str | None, http_server: str | None, certfile: str | None, keyfile: str | None,
           only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
-          upstreams: tuple[str, ...]) -> None:
-    """Serve the installed plugins' tools over MCP (stdio by default), and any MCP server
+          upstreams: tuple[str, ...], paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
+    """Serve the installed plugins' tools over MCP (stdio by default), the plugins in the module
+    files or package folders PATH (each named after its file or folder), and any MCP server
     named with --upstream or [upstreams.NAME] (docs/gateway.md)."""
     given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("state", state), ("http_server", http_server),
              ("certfile", certfile), ("keyfile", keyfile))
@@ -144,13 +159,15 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
     auth = {k: v for k, v in (("verifier", auth_verifier), ("issuer", auth_issuer), ("resource", auth_resource)) if v}
     if auth:
         overrides["auth"] = auth
-    app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides, upstreams=upstreams)
+    paths = (*paths, *plugin_path)
+    app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides, upstreams=upstreams, paths=paths)
     from .server.errors import StartupError
 
     try:
         code = _serve(app, loaded, config, strict, transport,
                       {"only": list(only), "disable": list(disable), "config_path": config_path, "strict": strict,
-                       "legacy_only": transport == "sse", "upstreams": list(upstreams)}, overrides)
+                       "legacy_only": transport == "sse", "upstreams": list(upstreams),
+                       "paths": [str(pp.path) for pp in loaded.paths.values()]}, overrides)
     except StartupError as exc:
         raise click.ClickException(_one_line(exc, str(exc))) from None
     if code:
@@ -253,14 +270,16 @@ def _check_auth(app: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @_selection
 def plugins_cmd(as_json: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
-                upstreams: tuple[str, ...]) -> None:
-    """List discovered plugins with what each offers, load errors, warnings and name conflicts.
+                upstreams: tuple[str, ...], paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
+    """List discovered plugins (and those in the files or folders PATH) with what each offers,
+    load errors, warnings and name conflicts.
 
     Upstreams (docs/gateway.md) are connected once to list what they offer and their state.
     Exits 0 whatever it finds; with --strict (or strict = true in the file), 1 when anything is wrong."""
     from .plugins.report import plugin_rows, problem_count, render_rows
 
-    app, loaded, config, strict = _prepare(only, disable, config_path, strict, listing=True, upstreams=upstreams)
+    app, loaded, config, strict = _prepare(only, disable, config_path, strict, listing=True, upstreams=upstreams,
+                                           paths=(*paths, *plugin_path))
     _probe_upstreams(app, loaded, config)
     rows = plugin_rows(app)
     if as_json:

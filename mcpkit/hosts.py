@@ -83,8 +83,9 @@ def mcpkit_command() -> str:
     return str(Path(found).resolve()) if found else str(here)
 
 
-def server_entry(host: str, plugins: tuple[str, ...], config: str | None, env: dict[str, str]) -> dict[str, Any]:
-    args = ["serve"]
+def server_entry(host: str, plugins: tuple[str, ...], config: str | None, env: dict[str, str],
+                 paths: tuple[str, ...] = ()) -> dict[str, Any]:
+    args = ["serve", *(str(Path(p).resolve()) for p in paths)]
     for name in plugins:
         args += ["--plugin", name]
     if config:
@@ -152,6 +153,25 @@ def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _check_paths(paths: tuple[str, ...]) -> list[str]:
+    """The plugins the paths name; a path that cannot be one, or a file that does not compile,
+    is refused now rather than when the host starts it."""
+    from .plugins.paths import plugin_paths
+
+    try:
+        found = plugin_paths(paths)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="PATH") from None
+    for pp in found:
+        if not pp.is_package:
+            try:
+                compile(pp.path.read_bytes(), str(pp.path), "exec")
+            except SyntaxError as exc:
+                raise click.ClickException(f"{pp.path}, line {exc.lineno}: {exc.msg}; nothing was written "
+                                           f"(`mcpkit plugins {pp.path}` shows what mcpkit makes of it)") from None
+    return [pp.name for pp in found]
+
+
 def _check_plugins(names: tuple[str, ...]) -> None:
     if not names:
         return
@@ -165,7 +185,8 @@ def _check_plugins(names: tuple[str, ...]) -> None:
 
 @click.command("install")
 @click.argument("host", type=click.Choice(list(HOSTS)))
-@click.option("--name", default="mcpkit", show_default=True, help="The server's name in the host.")
+@click.argument("paths", nargs=-1, metavar="[PATH]...", type=click.Path(exists=True))
+@click.option("--name", default=None, help="The server's name in the host [default: the plugin's name for one PATH, else mcpkit].")
 @click.option("--plugin", "plugins", multiple=True, metavar="NAME", help="Serve only this plugin (repeatable).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True),
               help="mcpkit config file the server reads (stored as an absolute path).")
@@ -177,17 +198,22 @@ def _check_plugins(names: tuple[str, ...]) -> None:
               help="mcp-json: merge into this file instead of printing; other hosts: use this file instead of theirs.")
 @click.option("--dry-run", is_flag=True, help="Show what would be written; change nothing.")
 @click.option("--force", is_flag=True, help="Replace an existing, different entry of the same name.")
-def install_cmd(host: str, name: str, plugins: tuple[str, ...], config_path: str | None, env_pairs: tuple[str, ...],
-                scope: str, file_path: Path | None, dry_run: bool, force: bool) -> None:
+def install_cmd(host: str, paths: tuple[str, ...], name: str | None, plugins: tuple[str, ...], config_path: str | None,
+                env_pairs: tuple[str, ...], scope: str, file_path: Path | None, dry_run: bool, force: bool) -> None:
     """Add this mcpkit to HOST's MCP servers: claude-desktop, claude-code, cursor, vscode, or
     mcp-json (print a generic {"mcpServers": ...} snippet, or merge it into --file).
+
+    PATH (a plugin's module file or package folder, e.g. ./weather.py) is served from where it
+    is, by this installation's mcpkit, next to the installed plugins.
 
     Other servers in the file are kept; a file that is not plain JSON is never rewritten."""
     if scope != "user" and scope not in SCOPES.get(host, ()):
         raise click.BadParameter(f"{host} has no {scope!r} scope", param_hint="--scope")
-    _check_plugins(plugins)
+    path_plugins = _check_paths(paths)
+    _check_plugins(tuple(n for n in plugins if n not in path_plugins))
+    name = name or (path_plugins[0] if len(path_plugins) == 1 else "mcpkit")
     spec = HOSTS[host]
-    entry = server_entry(host, plugins, config_path, _env_pairs(env_pairs))
+    entry = server_entry(host, plugins, config_path, _env_pairs(env_pairs), paths)
     if host == "mcp-json" and file_path is None:
         click.echo(json.dumps({spec.key: {name: entry}}, indent=2))
         return

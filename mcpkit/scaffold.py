@@ -1,15 +1,26 @@
 """``mcpkit new plugin NAME``: write a ready plugin distribution whose tests pass as generated.
 
 The package has an entry point, a tool, a resource, a prompt, and tests on ``mcpkit.testing``.
+
+``mcpkit new plugin --from ./weather.py`` graduates a one-file (or one-folder) plugin into the
+same distribution, with the plugin's own code and a test per tool. The plugin is loaded first,
+exactly as ``mcpkit serve ./weather.py`` loads it; one that does not load is refused with the
+reason, and nothing is written. The generated tests run no tool: each checks that its tool is
+served with the input schema it has now and, for a tool that takes arguments, that a wrong
+argument is refused before the tool runs. A call whose answer you know is yours to add.
 """
 
 from __future__ import annotations
 
+import pprint
 import re
 import string
 from pathlib import Path
+from typing import Any
 
 import click
+
+from .plugins.paths import PluginPath, plugin_path
 
 from ._version import __version__
 
@@ -215,22 +226,217 @@ def write_plugin(name: str, directory: Path | None, description: str | None) -> 
     return root, written
 
 
+CONFTEST_FROM = '''\
+import pytest
+
+$import_line
+
+
+@pytest.fixture
+def mcpkit_plugins():
+    """What the mcpkit_client fixture (from mcpkit.testing) serves, by entry-point name."""
+    return {"$plugin": plugin}
+'''
+
+TESTS_HEAD = '''\
+"""The $plugin plugin served in memory by mcpkit.testing: a real server and client, no subprocess.
+
+Written by `mcpkit new plugin --from $source`: one test per tool, each checking that the tool is
+served with the input schema it had then and (when it takes arguments) that a wrong argument is
+refused before it runs. Add calls whose answers you know where the comments say.
+"""
+
+
+async def _tool(client, name):
+    tools = {tool["name"]: tool for tool in await client.list_tools()}
+    assert name in tools, f"{name} is not served (served: {sorted(tools)})"
+    return tools[name]
+
+
+async def test_what_is_served(mcpkit_client):
+    assert sorted(tool["name"] for tool in await mcpkit_client.list_tools()) == $tool_names
+'''
+
+TOOL_TEST = '''
+
+async def test_${func}(mcpkit_client):
+    tool = await _tool(mcpkit_client, $name)
+    expected = $schema
+    assert tool["inputSchema"] == expected
+$refusal    # result = await mcpkit_client.call_tool($name, {...arguments...})
+    # assert result.text == "...what it answers..."
+'''
+
+REFUSAL = '''    refused = await mcpkit_client.call_tool($name, $bad, validate=False)
+    assert refused.is_error and $param in refused.text, refused.text
+'''
+
+
+def load_for_graduation(source: Path) -> tuple[PluginPath, Any]:
+    """The plugin at ``source`` and the app serving it alone; ClickException when it does not load."""
+    from .plugins import loader
+    from .plugins.config import Config
+    from .server.settings import load_settings
+
+    try:
+        pp = plugin_path(source)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--from") from None
+    loaded = loader.load_objects({pp.name: pp})
+    try:
+        app = loader.build_app(loaded, Config(), load_settings({"task_store": "memory"}, environ={}))
+    except loader.PluginError as exc:
+        raise click.ClickException(f"{source} does not load, so nothing was written: {exc}") from None
+    info = loaded.infos[0]
+    if not info.loaded:
+        raise click.ClickException(f"{source} does not load, so nothing was written: {info.error} "
+                                   f"(`mcpkit plugins {source}` shows what mcpkit makes of it)")
+    return pp, app
+
+
+def plugin_files(pp: PluginPath, module: str) -> tuple[dict[str, bytes], str]:
+    """The package's files (relative path -> bytes) and the entry point's value."""
+    if not pp.is_package:
+        return {f"src/{module}/plugin.py": pp.path.read_bytes()}, f"{module}.plugin"
+    files: dict[str, bytes] = {}
+    for path in sorted(pp.path.rglob("*")):
+        rel = path.relative_to(pp.path)
+        if path.is_file() and "__pycache__" not in rel.parts and not any(p.startswith(".") for p in rel.parts):
+            files[f"src/{module}/{rel.as_posix()}"] = path.read_bytes()
+    return files, module
+
+
+def tests_for(app: Any, plugin: str, source: str) -> str:
+    """tests/test_plugin.py: the listing, then one test per tool."""
+    tools = app.registry.tools
+    out = string.Template(TESTS_HEAD).substitute(plugin=plugin, source=source, tool_names=repr(sorted(tools)))
+    used: set[str] = set()
+    for name, tool in tools.items():
+        func = re.sub(r"\W", "_", name).lower() or "tool"
+        while func in used or func == "what_is_served":
+            func += "_"
+        used.add(func)
+        schema = tool.input_schema
+        refusal = ""
+        bad = _bad_arguments(schema)
+        if bad is not None:
+            args, param = bad
+            refusal = string.Template(REFUSAL).substitute(name=repr(name), bad=repr(args), param=repr(param))
+        out += string.Template(TOOL_TEST).substitute(
+            func=func, name=repr(name), refusal=refusal,
+            schema=pprint.pformat(schema, width=88, sort_dicts=False).replace("\n", "\n" + " " * len("    expected = ")))
+    return out
+
+
+def _bad_arguments(schema: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """Arguments the schema refuses, and the parameter the refusal names: a required one left
+    out, else an optional one of the wrong JSON type. None when nothing can be wrong."""
+    props = schema.get("properties") or {}
+    required = [p for p in schema.get("required", []) if p in props]
+    if required:
+        return {}, required[0]
+    for param, spec in props.items():
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        if isinstance(spec, dict) and isinstance(spec.get("enum"), list):
+            return {param: "not one of the choices"}, param
+        if kind == "string":
+            return {param: 12345}, param
+        if kind in ("integer", "number", "boolean", "array", "object"):
+            return {param: "not a valid value"}, param
+    return None
+
+
+def write_from(source: Path, name: str | None, directory: Path | None,
+               description: str | None) -> tuple[Path, list[Path], dict[str, str]]:
+    """Write the distribution for the plugin at ``source`` (see ``mcpkit new plugin --from``)."""
+    pp, app = load_for_graduation(source)
+    values = names_for(name or pp.name.replace("_", "-").lower())
+    values["description"] = description or _docstring(pp) or f"mcpkit plugin {values['plugin']}"
+    values["description"] = values["description"].replace('"', "'").replace("\\", "/")
+    values["mcpkit_version"] = __version__
+    if name is not None and values["plugin"] != pp.name:
+        raise click.BadParameter(f"the plugin in {source} is named {pp.name!r} (its [plugins.{pp.name}] table); "
+                                 f"leave NAME out, or rename the file first", param_hint="NAME")
+    root = directory or Path(values["dist"])
+    if root.exists() and any(root.iterdir()):
+        raise click.ClickException(f"{root} exists and is not empty; choose another --dir")
+    files, entry = plugin_files(pp, values["module"])
+    import_line = (f"import {values['module']} as plugin" if pp.is_package
+                   else f"from {values['module']} import plugin")
+    text: dict[str, str] = {
+        "pyproject.toml": string.Template(PYPROJECT).substitute(values).replace(
+            f'"{values["module"]}.plugin"', f'"{entry}"'),
+        "README.md": string.Template(README_FROM).substitute(values, source=source),
+        "tests/conftest.py": string.Template(CONFTEST_FROM).substitute(values, import_line=import_line),
+        "tests/test_plugin.py": tests_for(app, values["plugin"], str(source)),
+    }
+    if not pp.is_package:
+        text[f"src/{values['module']}/__init__.py"] = f'"""{values["description"]}"""\n'
+    written: list[Path] = []
+    for rel, data in [*files.items(), *((r, t.encode()) for r, t in text.items())]:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        written.append(path)
+    return root, written, values
+
+
+def _docstring(pp: PluginPath) -> str | None:
+    import ast
+
+    origin = pp.path / "__init__.py" if pp.is_package else pp.path
+    try:
+        doc = ast.get_docstring(ast.parse(origin.read_bytes()))
+    except SyntaxError:
+        return None
+    return doc.strip().splitlines()[0] if doc and doc.strip() else None
+
+
+README_FROM = """\
+# $dist
+
+$description
+
+An mcpkit plugin, graduated from `$source` by `mcpkit new plugin --from`. Install it next to
+mcpkit and it is served:
+
+```sh
+pip install -e '.[test]'         # into the environment mcpkit runs from
+pytest                           # a test per tool, in memory (mcpkit.testing)
+mcpkit plugins --plugin $plugin  # lists $plugin with its tools, or says what is wrong with it
+mcpkit serve --plugin $plugin    # serve it alone on stdio
+```
+
+Settings come from the `[plugins.$plugin]` table of the mcpkit config file, or from
+`MCPKIT_PLUGIN__${PLUGIN}__KEY=value` variables.
+"""
+
+
 @click.group("new")
 def new_cmd() -> None:
     """Start something new from a template."""
 
 
 @new_cmd.command("plugin")
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
               help="Where to write it [default: ./mcpkit-NAME].")
-@click.option("--description", help="One line saying what the plugin does.")
-def new_plugin(name: str, directory: Path | None, description: str | None) -> None:
+@click.option("--description", help="One line saying what the plugin does [default with --from: the module's docstring].")
+@click.option("--from", "source", type=click.Path(exists=True, path_type=Path), metavar="PATH",
+              help="Graduate this plugin file or package folder (what `mcpkit serve PATH` serves): its code, "
+                   "its name, and a test per tool [NAME: the file's].")
+def new_plugin(name: str | None, directory: Path | None, description: str | None, source: Path | None) -> None:
     """Write a plugin distribution NAME: pyproject with the entry point, a tool, a resource, a
-    prompt, and tests that run in memory with mcpkit.testing."""
-    root, written = write_plugin(name, directory, description)
+    prompt, and tests that run in memory with mcpkit.testing. With --from PATH: the plugin in
+    that file or folder, with a test per tool."""
+    if source is not None:
+        root, written, values = write_from(source, name, directory, description)
+    elif name is None:
+        raise click.UsageError("name the plugin (mcpkit new plugin weather), or graduate a file (--from ./weather.py)")
+    else:
+        root, written = write_plugin(name, directory, description)
+        values = names_for(name)
     for path in written:
         click.echo(f"  wrote {path}")
-    values = names_for(name)
     click.echo(f"\nnext:\n  cd {root}\n  pip install -e '.[test]'   # into mcpkit's environment\n"
                f"  pytest\n  mcpkit plugins --plugin {values['plugin']}")

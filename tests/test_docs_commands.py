@@ -58,6 +58,11 @@ PLANS: dict[tuple[str, str], Plan] = {
         "skip", why="needs Redis at redis.internal and an authorization server "
                     "(tests/test_scaleout.py runs workers on a real redis-server)"),
     ("docs/getting-started.md", "make serve"): Plan("skip", why="tests/test_make_serve.py runs it as a host would"),
+    ("docs/getting-started.md", "python3 -m venv ~/mcpkit"): Plan(
+        "skip", why="pip takes the dependencies from the package index; bench/bench_first_tool.py runs this path, "
+                    "tests/test_dist.py installs the wheels without the index"),
+    ("docs/getting-started.md", "cat > weather.py"): Plan("script", ("weather  (", "tools: outlook",
+                                                                    "Oslo: sunny, 21 °C", '"weather": {')),
     ("docs/getting-started.md", ".venv/bin/mcpkit install claude-desktop"): Plan("script", ('"mcpServers"',)),
     ("docs/getting-started.md", ".venv/bin/mcpkit plugins"): Plan("script", ("codesearch  (mcpkit-codesearch", '"name": "openapi"')),
     ("docs/getting-started.md", "mcpkit serve --plugin codesearch"): Plan("each"),
@@ -81,6 +86,14 @@ PLANS: dict[tuple[str, str], Plan] = {
     ("docs/installing.md", "make dist"): Plan("skip", why="tests/test_dist.py runs `make dist` and installs the wheels"),
     ("docs/installing.md", "python3 -m venv"): Plan(
         "skip", why="pip takes the dependencies from the package index; tests/test_dist.py installs the wheels without it"),
+    ("docs/writing-plugins.md", "mcpkit plugins ./weather.py"): Plan(
+        "skip", why="serves until stopped and installs into a host; tests/test_path_plugins.py runs each command "
+                    "(plugins, serve over stdio and HTTP, install) on a plugin file"),
+    ("docs/writing-plugins.md", "mcpkit dev ./weather.py"): Plan(
+        "skip", why="serves until stopped; tests/test_dev_reload.py runs it with clients connected and edits the file"),
+    ("docs/writing-plugins.md", "mcpkit new plugin --from"): Plan(
+        "skip", why="installs into the environment mcpkit runs from; tests/test_path_plugins.py graduates a file "
+                    "and runs the generated tests in a scratch folder"),
     ("docs/writing-plugins.md", "mcpkit new plugin notes"): Plan(
         "skip", why="installs into the environment mcpkit runs from; tests/test_install_and_new.py runs the same "
                     "steps in a scratch folder"),

@@ -23,6 +23,7 @@ OTHER_VARIABLES = {
     "MCPKIT_CONFIG": "the config file (mcpkit serve, mcpkit plugins)",
     "MCPKIT_PLUGINS": "plugins to load, like --plugin",
     "MCPKIT_DISABLE": "plugins to leave out, like --disable",
+    "MCPKIT_PLUGIN_PATHS": "plugin files or folders to load, like --plugin-path (separated by the OS's path separator)",
     "MCPKIT_DATA_DIR": "where plugins keep data (mcpkit.data_dir)",
     "MCPKIT_HTTP_WORKER": "set by mcpkit serve --workers for its worker processes",
     "MCPKIT_CLIENT_TOKEN": "the client's --auth-token",

@@ -20,13 +20,15 @@ from . import hookspecs
 from .config import Config
 from .entrypoints import EntryPoint, entry_points
 from .naming import RESERVED, Naming, resolution_hint
+from .paths import PluginPath, plugin_paths
 
 log = logging.getLogger("mcpkit.plugins")
 GROUP = "mcpkit.plugins"
 _ITEM_HOOKS = ("mcpkit_tools", "mcpkit_resources", "mcpkit_prompts", "mcpkit_completions")
 
 
-__all__ = ["PluginError", "Loaded", "discover", "load", "load_objects", "build_app", "lifespans", "cli_commands"]
+__all__ = ["PluginError", "Loaded", "discover", "load", "load_objects", "build_app", "lifespans", "cli_commands",
+           "stage_plugin", "merged", "PluginPath"]
 
 
 @dataclass
@@ -37,6 +39,11 @@ class Loaded:
     installed: list[str] = field(default_factory=list)
     #: problems with the selection itself (a name in the file that is not installed)
     warnings: list[str] = field(default_factory=list)
+    #: the plugins loaded from a path (a file or a package folder), by name
+    paths: dict[str, PluginPath] = field(default_factory=dict)
+    #: what each plugin offers as build_app staged it, and its middleware (a reload swaps one)
+    staged: dict[str, Registry] = field(default_factory=dict)
+    middleware_of: dict[str, list[MiddlewareDef]] = field(default_factory=dict)
 
 
 def discover() -> list[EntryPoint]:
@@ -57,7 +64,8 @@ def unknown_plugins(unknown: Iterable[str], installed: Iterable[str]) -> str:
 
 
 def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool = False,
-         unknown_names: str = "warn", extra: dict[str, Any] | None = None) -> Loaded:
+         unknown_names: str = "warn", extra: dict[str, Any] | None = None,
+         paths: Iterable[str | Any] = ()) -> Loaded:
     """Import the selected plugins and register them with a plugin manager.
 
     A plugin that fails to import is logged and left out (fatal with ``strict``). A name in
@@ -65,14 +73,24 @@ def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool 
     (the command line), else a warning (the config file, the environment). ``extra`` are
     plugin objects by name that are not installed packages (the gateway's upstreams): selected
     and registered like the others, after them.
+
+    ``paths`` are plugins given by path (a module file or a package folder, see
+    :mod:`mcpkit.plugins.paths`): each loads under its file's or folder's name, whatever
+    ``only`` says (it was named), unless ``disable`` names it, after the installed plugins
+    and through the same checks. One named like an installed plugin is served instead of it.
     """
     only, disable = set(only), set(disable)
-    eps = discover()
+    given = plugin_paths(paths)
+    by_path = {pp.name: pp for pp in given}
+    found = discover()
+    eps = [ep for ep in found if ep.name not in by_path]
+    shadowed = [ep for ep in found if ep.name in by_path]
     extra = dict(extra or {})
-    clash = sorted(set(extra) & {ep.name for ep in eps})
+    clash = sorted(set(extra) & ({ep.name for ep in found} | set(by_path)))
     if clash:
-        raise PluginError(f"upstream {clash[0]!r} has the name of an installed plugin; give the upstream another name")
-    installed = [ep.name for ep in eps] + list(extra)
+        raise PluginError(f"upstream {clash[0]!r} has the name of an installed plugin or a plugin path; "
+                          f"give the upstream another name")
+    installed = [ep.name for ep in eps] + list(extra) + list(by_path)
     unknown = (only | disable) - set(installed)
     warnings: list[str] = []
     if unknown:
@@ -97,19 +115,36 @@ def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool 
         info = PluginInfo(name, "upstream", None)
         infos.append(info)
         _register(pm, info, lambda obj=obj: obj, strict)
-    return Loaded(pm, infos, installed, warnings)
+    for ep in shadowed:
+        msg = (f"plugin {ep.name}: {by_path[ep.name].path} is served instead of the installed plugin "
+               f"{ep.name} ({ep.dist_name} {ep.dist_version})")
+        log.warning("%s", msg)
+        warnings.append(msg)
+    for pp in given:
+        if pp.name in disable:
+            continue
+        info = PluginInfo(pp.name, path=str(pp.path))
+        infos.append(info)
+        _register(pm, info, pp.load, strict)
+    return Loaded(pm, infos, installed, warnings, paths={pp.name: pp for pp in given if pp.name not in disable})
 
 
 def load_objects(plugins: dict[str, Any], *, strict: bool = False) -> Loaded:
-    """Register given plugin objects (modules, or objects with hook methods) by name: what
-    ``mcpkit.testing`` serves, through the same checks as installed plugins."""
+    """Register given plugin objects (modules, objects with hook methods, or a
+    :class:`PluginPath` to import) by name: what ``mcpkit.testing`` serves, through the same
+    checks as installed plugins."""
     pm = _manager()
     infos: list[PluginInfo] = []
     for name, obj in plugins.items():
-        info = PluginInfo(name, getattr(obj, "__name__", type(obj).__name__), None)
+        if isinstance(obj, PluginPath):
+            info = PluginInfo(name, path=str(obj.path))
+            get = obj.load
+        else:
+            info = PluginInfo(name, getattr(obj, "__name__", type(obj).__name__), None)
+            get = lambda obj=obj: obj  # noqa: E731
         infos.append(info)
-        _register(pm, info, lambda obj=obj: obj, strict)
-    return Loaded(pm, infos)
+        _register(pm, info, get, strict)
+    return Loaded(pm, infos, list(plugins), paths={n: o for n, o in plugins.items() if isinstance(o, PluginPath)})
 
 
 def _manager() -> pluggy.PluginManager:
@@ -241,20 +276,14 @@ def build_app(loaded: Loaded, config: Config, settings: Settings, *, strict: boo
     of equal ``order`` nest, in the order pluggy calls the plugins' hooks, so ``tryfirst`` and
     ``trylast`` on a hook implementation take effect.
     """
-    pm = loaded.manager
-    registry = Registry()
-    staged_of: dict[str, Registry] = {}
-    middleware_of: dict[str, list[MiddlewareDef]] = {}
+    owner: dict[tuple[str, str], str] = {}
+    loaded.staged.clear()
+    loaded.middleware_of.clear()
     for info in loaded.infos:
         if not info.loaded:
             continue
-        staged = Registry(owner=dict(registry.owner))
         try:
-            naming = Naming.from_table(info.name, config.for_plugin(info.name))
-            offered = _collect(pm, info, config, naming, staged, strict, keep_conflicts)
-            for old in naming.unused(offered):
-                _warn(info, f"rename: the plugin offers nothing named {old!r}", strict)
-            mws = [_as_middleware(m, info.name) for m in _flat(call_for(pm, "mcpkit_middleware", info.name, config), "mcpkit_middleware")]
+            staged, mws = stage_plugin(loaded.manager, info, config, owner, strict=strict, keep_conflicts=keep_conflicts)
         except PluginError:
             raise
         except (ValueError, DefinitionError) as exc:
@@ -263,13 +292,40 @@ def build_app(loaded: Loaded, config: Config, settings: Settings, *, strict: boo
         except Exception as exc:
             _fail(info, f"setup failed: {type(exc).__name__}: {exc}", strict)
             continue
-        registry.owner.update(staged.owner)
-        staged_of[info.name] = staged
-        middleware_of[info.name] = mws
-    _merge(registry, staged_of, pm)
-    middleware = [mw for name in _ordered(pm, "mcpkit_middleware", middleware_of) for mw in middleware_of[name]]
-    return App(registry=registry, settings=settings, plugins=loaded.infos, middleware=Chain(middleware),
+        owner.update(staged.owner)
+        loaded.staged[info.name] = staged
+        loaded.middleware_of[info.name] = mws
+    registry, middleware = merged(loaded)
+    return App(registry=registry, settings=settings, plugins=loaded.infos, middleware=middleware,
                verifier_factories=_verifier_factories(loaded, config, strict))
+
+
+def stage_plugin(pm: pluggy.PluginManager, info: PluginInfo, config: Config, owner: dict[tuple[str, str], str], *,
+                 strict: bool = False, keep_conflicts: bool = False) -> tuple[Registry, list[MiddlewareDef]]:
+    """One plugin's items (named as its table says) and middleware, checked against the names
+    ``owner`` says other plugins hold. Raises PluginError on a conflict, ValueError or
+    DefinitionError on what cannot be served, whatever a hook raises."""
+    staged = Registry(owner=dict(owner))
+    naming = Naming.from_table(info.name, config.for_plugin(info.name))
+    offered = _collect(pm, info, config, naming, staged, strict, keep_conflicts)
+    for old in naming.unused(offered):
+        _warn(info, f"rename: the plugin offers nothing named {old!r}", strict)
+    mws = [_as_middleware(m, info.name) for m in _flat(call_for(pm, "mcpkit_middleware", info.name, config), "mcpkit_middleware")]
+    staged.owner = {key: name for key, name in staged.owner.items() if name == info.name}
+    return staged, mws
+
+
+def merged(loaded: Loaded) -> tuple[Registry, Chain]:
+    """The registry and middleware chain of every loaded plugin's staged items, each kind in the
+    order pluggy calls its hook (a new object: a reload swaps it in whole)."""
+    live = {info.name for info in loaded.infos if info.loaded}
+    staged_of = {name: reg for name, reg in loaded.staged.items() if name in live}
+    registry = Registry()
+    for reg in staged_of.values():
+        registry.owner.update(reg.owner)
+    _merge(registry, staged_of, loaded.manager)
+    mw_of = {name: mws for name, mws in loaded.middleware_of.items() if name in live}
+    return registry, Chain([mw for name in _ordered(loaded.manager, "mcpkit_middleware", mw_of) for mw in mw_of[name]])
 
 
 def _ordered(pm: pluggy.PluginManager, hook: str, names: Iterable[str]) -> list[str]:
@@ -347,10 +403,12 @@ def _merge(into: Registry, staged_of: dict[str, Registry], pm: pluggy.PluginMana
         into.completions.extend(staged_of[name].completions)
 
 
-def lifespans(loaded: Loaded, config: Config) -> list[tuple[str, Any]]:
+def lifespans(loaded: Loaded, config: Config, *, skip: Iterable[str] = ()) -> list[tuple[str, Any]]:
     """(plugin, async context manager) for each loaded plugin that has a lifespan, entered in
-    the order pluggy calls ``mcpkit_lifespan``."""
-    loaded_names = [info.name for info in loaded.infos if info.loaded]
+    the order pluggy calls ``mcpkit_lifespan`` (but those of ``skip``: ``mcpkit dev`` holds the
+    lifespans of the plugins it reloads itself)."""
+    skip = set(skip)
+    loaded_names = [info.name for info in loaded.infos if info.loaded and info.name not in skip]
     out = []
     for name in _ordered(loaded.manager, "mcpkit_lifespan", loaded_names):
         for cm in call_for(loaded.manager, "mcpkit_lifespan", name, config):

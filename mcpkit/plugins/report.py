@@ -14,7 +14,7 @@ def plugin_rows(app: App) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     by_name: dict[str, dict[str, Any]] = {}
     for info in app.plugins:
-        row = {"name": info.name, "distribution": info.distribution, "version": info.version,
+        row = {"name": info.name, "distribution": info.distribution, "version": info.version, "path": info.path,
                "loaded": info.loaded, "error": info.error, "warnings": list(info.warnings),
                **app.registry.items_of(info.name), "conflicts": []}
         if info.status is not None:
@@ -49,7 +49,8 @@ def render_rows(rows: list[dict[str, Any]]) -> list[str]:
             lines.append(f"{row['name']}  (upstream, {upstream['target']})")
             lines.append(f"  state: {_state_line(upstream)}")
         else:
-            lines.append(f"{row['name']}  ({row['distribution']} {row['version']})")
+            origin = row.get("path") or f"{row['distribution']} {row['version']}"
+            lines.append(f"{row['name']}  ({origin})")
         if row["error"]:
             lines.append(f"  ERROR: {row['error']}")
         clashing = {(c["kind"], c["name"]) for c in row["conflicts"]}

@@ -34,6 +34,8 @@ class PluginInfo:
     warnings: list[str] = field(default_factory=list)
     #: names this plugin offers that an earlier plugin took ({"kind", "name", "plugin"})
     conflicts: list[dict[str, str]] = field(default_factory=list)
+    #: the file or package folder it was loaded from, for a plugin given by path (not installed)
+    path: str | None = None
     #: a live state to report (an upstream of the gateway: connected, retrying, ...), or None
     status: Callable[[], dict[str, Any]] | None = None
 
@@ -51,6 +53,9 @@ class App:
     #: every request running, on every transport (a server that stops ends them with an answer)
     requests: RunningRequests = field(default_factory=RunningRequests, repr=False)
     _limiters: dict[Any, trio.CapacityLimiter] = field(default_factory=dict, repr=False)
+    #: the registry may change while serving (``mcpkit dev`` reloads plugins): every list
+    #: capability is declared, with listChanged, even for a kind nothing offers yet
+    reloading: bool = False
 
     def __post_init__(self) -> None:
         secret = self.settings.state_secret
@@ -85,14 +90,24 @@ class App:
             limiter = self._limiters[item] = trio.CapacityLimiter(size)
         return limiter
 
+    def replace_registry(self, registry: Registry) -> Registry:
+        """Serve ``registry`` from now on, swapped in whole (a request holding the old one's
+        items finishes with them); returns the old one."""
+        old, self.registry = self.registry, registry
+        kept = {*registry.tools.values(), *registry.prompts.values(), *registry.resources, *registry.templates,
+                *registry.completions}
+        for item in [item for item in self._limiters if item not in kept]:
+            del self._limiters[item]  # a request that holds one keeps it; new ones get new slots
+        return old
+
     def capabilities(self) -> dict[str, Any]:
         reg = self.registry
         caps: dict[str, Any] = {"logging": {}}
-        if reg.tools:
+        if reg.tools or self.reloading:
             caps["tools"] = {"listChanged": True}
-        if reg.prompts:
+        if reg.prompts or self.reloading:
             caps["prompts"] = {"listChanged": True}
-        if reg.resources or reg.templates:
+        if reg.resources or reg.templates or self.reloading:
             caps["resources"] = {"subscribe": True, "listChanged": True}
         caps["completions"] = {}
         if self.task_tools():

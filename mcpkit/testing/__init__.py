@@ -4,7 +4,7 @@
     import acme_tools
 
     async def test_greet():
-        async with mcpkit.testing.connect(acme_tools) as client:
+        async with mcpkit.testing.connect(acme_tools) as client:   # or a path: connect("./acme.py")
             result = await client.call_tool("greet", {"name": "Ada"})
             assert result.text == "Hello, Ada."
 
@@ -27,6 +27,7 @@ import trio
 from ..plugins import loader
 from ..protocol.framing import LineSplitter
 from ..plugins.config import Config, load_config
+from ..plugins.paths import PluginPath, plugin_path
 from ..server.app import App
 from ..server.lifespan import plugin_lifespans
 from ..server.settings import load_settings
@@ -34,7 +35,7 @@ from ..transports.stdio import StdioSession
 
 __all__ = ["connect", "build_app", "plugin_name", "MemoryTransport"]
 
-PluginsArg = Any  # a plugin object, a list of them, or a {name: object} mapping
+PluginsArg = Any  # a plugin object or a path to one (str, Path), a list of them, or a {name: object} mapping
 
 
 def build_app(plugins: PluginsArg, config: Mapping[str, Any] | str | os.PathLike[str] | None = None, *,
@@ -126,13 +127,20 @@ class MemoryTransport:
 
 
 def _named(plugins: PluginsArg) -> dict[str, Any]:
+    """Plugins by name; a path (a module file or a package folder) is imported as ``mcpkit
+    serve PATH`` imports it, under its file's or folder's name."""
     if isinstance(plugins, Mapping):
-        return dict(plugins)
+        return {name: _as_plugin(obj) for name, obj in plugins.items()}
     items = plugins if isinstance(plugins, (list, tuple)) else [plugins]
     out: dict[str, Any] = {}
     for obj in items:
-        out[plugin_name(obj)] = obj
+        obj = _as_plugin(obj)
+        out[obj.name if isinstance(obj, PluginPath) else plugin_name(obj)] = obj
     return out
+
+
+def _as_plugin(obj: Any) -> Any:
+    return plugin_path(obj) if isinstance(obj, (str, os.PathLike)) else obj
 
 
 def plugin_name(obj: Any) -> str:

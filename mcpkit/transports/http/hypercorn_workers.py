@@ -54,7 +54,7 @@ class _FakeApp:
 def _settings(config: Any, overrides: dict[str, Any]) -> Any:
     from ...server.settings import load_settings
 
-    table = {k: v for k, v in config.server.items() if k not in ("plugins", "disable", "strict")}
+    table = {k: v for k, v in config.server.items() if k not in ("plugins", "disable", "strict", "plugin_paths")}
     return load_settings(table, overrides=overrides)
 
 
@@ -75,7 +75,8 @@ def _build() -> Any:
     from ...gateway import build_gateway
 
     gateway = build_gateway(config.upstreams, sel.get("upstreams", ()))
-    loaded = loader.load(sel.get("only", ()), sel.get("disable", ()), strict=sel.get("strict", False), extra=gateway.plugins)
+    loaded = loader.load(sel.get("only", ()), sel.get("disable", ()), strict=sel.get("strict", False), extra=gateway.plugins,
+                         paths=sel.get("paths", ()))
     app = loader.build_app(loaded, config, settings, strict=sel.get("strict", False))
     gateway.attach(app)
     http_app = HttpApp(app, loader.lifespans(loaded, config), strict=sel.get("strict", False), legacy_only=sel.get("legacy_only", False))
