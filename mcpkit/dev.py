@@ -83,7 +83,7 @@ def _run(app: Any, loaded: Any, config: Any, strict: bool, transport: str, poll:
     sockets: list[socket.socket] = []
     if transport == "http":
         from .server.logs import log_http_requests
-        from .transports.http.server.listener import listen
+        from .transports.http.binding import listen
 
         log_http_requests()
         sockets = listen(app.settings)
