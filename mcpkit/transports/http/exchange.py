@@ -91,10 +91,6 @@ class Exchange:
         client goes away (a closed stream is how stateless clients cancel)."""
         return _WatchedScope(self)
 
-    async def forward(self, app: AsgiApp) -> None:
-        """Let an ASGI application (the plain routes) answer this request."""
-        raise NotImplementedError
-
 
 class AsgiExchange(Exchange):
     def __init__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -171,19 +167,6 @@ class AsgiExchange(Exchange):
         while not self._disconnected:
             if (await self._receive())["type"] == "http.disconnect":
                 self._disconnected = True
-
-    async def forward(self, app: AsgiApp) -> None:
-        extra = self.extra
-
-        async def send(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                self.status = message["status"]
-                message = dict(message, headers=list(message.get("headers", [])) + extra)
-            await self._send(message)
-
-        self.scope["mcpkit.request_id"] = self.request_id
-        self.scope["mcpkit.principal"] = self.principal
-        await app(self.scope, self._receive, send)
 
 
 class _WatchedScope:
