@@ -67,6 +67,7 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
              overrides: dict[str, Any] | None = None, listing: bool = False) -> Any:
     """Config, settings, plugins and the app. ``listing`` (mcpkit plugins) collects every problem
     instead of stopping at the first, whatever ``strict`` says."""
+    from ._extras import MissingExtra
     from .plugins import loader
     from .plugins.config import load_config
     from .plugins.config_check import report_config_problems
@@ -87,7 +88,7 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
         loaded = loader.load(only, disable, strict=fatal, unknown_names="error" if named_on_command_line else "warn")
         loaded.warnings.extend(report_config_problems(config, loaded.installed, strict=fatal))
         app = loader.build_app(loaded, config, settings, strict=fatal, keep_conflicts=listing)
-    except (ValueError, loader.PluginError) as exc:
+    except (ValueError, loader.PluginError, MissingExtra) as exc:  # state = redis://… without its extra, too
         raise click.ClickException(str(exc)) from None
     return app, loaded, config, strict
 
@@ -157,6 +158,10 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
         from .server.logs import log_http_requests
 
         _check_auth(app)
+        if app.settings.http_server == "hypercorn":
+            from .transports.http.serve import need_hypercorn
+
+            _start_check(need_hypercorn)
         log_http_requests()  # in every process: the workers inherit it (or set it up the same way)
     if transport != "stdio" and app.settings.workers > 1:
         if app.settings.http_server == "hypercorn":
@@ -209,10 +214,11 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 def _failure(exc: Exception, transport: str) -> str:
     """The line for what stopped the server: a start-up error, a plugin's refusal, the system
     refusing a resource, a missing package. Anything else is a bug: it is raised as it is."""
+    from ._extras import MissingExtra
     from .server.errors import StartupError
 
     for leaf in _leaves(exc):
-        if isinstance(leaf, (StartupError, RuntimeError)):
+        if isinstance(leaf, (StartupError, RuntimeError, MissingExtra)):
             return str(leaf)
         if isinstance(leaf, ImportError):
             return f"the {transport} transport needs a package that is not installed: {leaf.name}"
@@ -234,9 +240,16 @@ def _check_auth(app: Any) -> None:
     async def never(*args: Any) -> None:
         return None
 
+    _start_check(ResourceServer.from_app, app, never)
+
+
+def _start_check(check: Any, *args: Any) -> None:
+    """Run a start-up check: a ValueError or a missing extra stops the start in one line."""
+    from ._extras import MissingExtra
+
     try:
-        ResourceServer.from_app(app, never)
-    except ValueError as exc:
+        check(*args)
+    except (ValueError, MissingExtra) as exc:
         raise click.ClickException(str(exc)) from None
 
 

@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping
 
 import httpx
 
+from ...._extras import require
 from ....client.oauth.fetch import TooLarge, json_or_none, read_bounded
 from ....server.auth import AuthSettings, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
 
@@ -37,9 +38,15 @@ class StaticVerifier:
 
 def builtin_factories() -> dict[str, Factory]:
     from .introspection import IntrospectionVerifier
+
+    return {"jwt": _jwt_verifier, "introspection": IntrospectionVerifier, "static": StaticVerifier}
+
+
+def _jwt_verifier(auth: AuthSettings) -> TokenVerifier:
+    require("oauth", "auth verifier = jwt")  # PyJWT and cryptography: imported only for this verifier
     from .jwt_verifier import JwtVerifier
 
-    return {"jwt": JwtVerifier, "introspection": IntrospectionVerifier, "static": StaticVerifier}
+    return JwtVerifier(auth)
 
 
 def build_verifier(auth: AuthSettings, legacy_token: str | None, plugin_factories: Mapping[str, Factory]) -> TokenVerifier | None:
