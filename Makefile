@@ -11,7 +11,7 @@ PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml
 # ranking) are installed too, so `make serve` can use every setting and `make test` tests them all.
 EDITABLES   := -e '.[test,redis,oauth,hypercorn]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
 
-.PHONY: install serve test test-tools fixtures conformance conformance-client bench bench-http bench-scaleout dist fuzz clean
+.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-gateway bench-scaleout bench-io dist fuzz clean
 
 install: $(STAMP)
 
@@ -41,8 +41,18 @@ $(CONF_SITE)/.fixtures: $(STAMP) $(foreach d,$(FIXTURE_DIRS),$(d)/pyproject.toml
 
 fixtures: $(CONF_SITE)/.fixtures
 
+# The gateway tests run an upstream written on the official TypeScript SDK (tests/ts_upstream,
+# versions pinned in its package.json; npm writes no lock file there).
+TS_FIXTURE := tests/ts_upstream
+$(TS_FIXTURE)/node_modules/.installed: $(TS_FIXTURE)/package.json
+	@command -v npm >/dev/null || scripts/need-debian-packages nodejs npm
+	@cd $(TS_FIXTURE) && npm install --no-audit --no-fund --loglevel=error >&2
+	@touch $@
+
+ts-fixtures: $(TS_FIXTURE)/node_modules/.installed
+
 # The scale-out tests run a real redis-server and HAProxy (Debian packages, installed when missing).
-test: install fixtures test-tools
+test: install fixtures test-tools ts-fixtures
 	$(VENV)/bin/lint-imports --no-logo --no-cache
 	PYTHONPATH=$(CONF_SITE) $(VENV)/bin/pytest -q
 	CONFORMANCE_EXTENSIONS=0 scripts/conformance
@@ -69,11 +79,34 @@ dist: install
 	$(PY) -m pip wheel --quiet --no-deps --wheel-dir $(DIST) . $(PLUGIN_DIRS)
 	@ls $(DIST)/*.whl
 
+# I/O-bound tools, a session per call (the public MCP benchmark v2 workload): mcpkit against the
+# official TypeScript SDK (npm packages pinned in bench/ts/package.json, no lock file kept) and the
+# official Python SDK, with a catalogue API and a real redis-server on loopback. BENCH_IO_ARGS
+# passes options, e.g. BENCH_IO_ARGS="--rounds 5 --json io.json".
+BENCH_IO_ARGS ?=
+$(VENV)/.bench-io-installed: bench/requirements-io.txt $(STAMP)
+	@$(PY) -m pip install -qq -r bench/requirements-io.txt >&2
+	@touch $@
+
+bench/ts/node_modules/.installed: bench/ts/package.json
+	@command -v npm >/dev/null || scripts/need-debian-packages nodejs npm
+	@cd bench/ts && npm install --silent --no-package-lock >&2
+	@touch $@
+
+bench-io: install fixtures test-tools $(VENV)/.bench-io-installed bench/ts/node_modules/.installed
+	$(PY) bench/bench_io.py $(BENCH_IO_ARGS)
+
 # HTTP: mcpkit (own server, and on hypercorn) against the official SDK, with wrk (installed
 # from Debian's packages when missing; that needs root).
 bench-http: install fixtures
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_http.py
+
+# mcpkit direct, through its gateway (stdio and HTTP upstreams) and FastMCP's proxy (installed
+# into .bench/fastmcp-venv on first use), side by side (docs/benchmarks.md).
+bench-gateway: install fixtures
+	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
+	$(PY) bench/bench_gateway.py
 
 # state = "memory" against state = "redis://..." on 1, 2 and 4 workers (redis-server and wrk
 # installed from Debian's packages when missing).

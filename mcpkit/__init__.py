@@ -24,6 +24,7 @@ from .server.data_dir import data_dir
 from .server.errors import DefinitionError, InputRequired, MissingCapability, PluginError, ResourceNotFound, ToolError
 from .server.middleware import Call, MiddlewareDef, middleware
 from .server.prompts import CompletionDef, PromptDef, completion, prompt
+from .server.redis_client import redis_client
 from .server.resources import ResourceDef, resource
 from .server.tools import ToolDef, ToolResult, tool
 
@@ -38,4 +39,28 @@ __all__ = [
     "TextContent", "ImageContent", "AudioContent", "ResourceLink", "EmbeddedResource",
     "TextResourceContents", "BlobResourceContents", "Annotations",
     "Principal", "TokenVerifier", "InvalidToken", "VerifierUnavailable", "AuthSettings",
+    "http_client", "redis_client", "HttpClient", "HttpResponse", "HttpClientError", "HttpStatusError", "HttpTimeout",
 ]
+
+
+#: The HTTP client is imported on first use, so a server that never calls out (stdio) does not
+#: load it and httptools: ``mcpkit.http_client`` and the rest behave as ordinary attributes.
+_LAZY = {name: ".httpclient" for name in
+         ("http_client", "HttpClient", "HttpResponse", "HttpClientError", "HttpStatusError", "HttpTimeout")}
+
+
+def __getattr__(name: str) -> object:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'mcpkit' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+import typing as _typing  # noqa: E402  (here, beside what it serves)
+
+if _typing.TYPE_CHECKING:
+    from .httpclient import HttpClient, HttpClientError, HttpResponse, HttpStatusError, HttpTimeout, http_client

@@ -43,9 +43,9 @@ class _Group(click.Group):
 #: commands whose modules load only when the command runs (serve's start-up does not pay for them)
 _LAZY = {"new": ("mcpkit.scaffold", "new_cmd"), "install": ("mcpkit.hosts", "install_cmd"),
          # the client commands: `mcpkit serve` never pays for importing the client and httpx
-         "tools": ("mcpkit.client.cli", "tools_cmd"), "call": ("mcpkit.client.cli", "call_cmd"),
-         "discover": ("mcpkit.client.cli", "discover_cmd"), "task": ("mcpkit.client.cli", "task_group"),
-         "logout": ("mcpkit.client.oauth.cli", "logout_cmd")}
+         "tools": ("mcpkit.client.commands", "tools_cmd"), "call": ("mcpkit.client.commands", "call_cmd"),
+         "discover": ("mcpkit.client.commands", "discover_cmd"), "task": ("mcpkit.client.commands", "task_group"),
+         "logout": ("mcpkit.client.oauth.cli_options", "logout_cmd")}
 
 
 @click.group(cls=_Group)
@@ -60,14 +60,18 @@ def _selection(f: Any) -> Any:
                      help="TOML file with [server] settings and [plugins.NAME] tables.")(f)
     f = click.option("--disable", multiple=True, metavar="NAME", help="Do not load this plugin (repeatable).")(f)
     f = click.option("--plugin", "only", multiple=True, metavar="NAME", help="Load only this plugin (repeatable).")(f)
+    f = click.option("--upstream", "upstreams", multiple=True, metavar="NAME=URL",
+                     help="Serve the MCP server at URL as the plugin NAME (repeatable; commands go in the "
+                          "config file as [upstreams.NAME]; see docs/gateway.md).")(f)
     return f
 
 
 def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
-             overrides: dict[str, Any] | None = None, listing: bool = False) -> Any:
+             overrides: dict[str, Any] | None = None, listing: bool = False, upstreams: tuple[str, ...] = ()) -> Any:
     """Config, settings, plugins and the app. ``listing`` (mcpkit plugins) collects every problem
     instead of stopping at the first, whatever ``strict`` says."""
     from ._extras import MissingExtra
+    from .gateway import build_gateway
     from .plugins import loader
     from .plugins.config import load_config
     from .plugins.config_check import report_config_problems
@@ -85,9 +89,12 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
         settings = load_settings(table, overrides=overrides, table_name=where)
         setup_logging(settings.log_level)
         fatal = strict and not listing
-        loaded = loader.load(only, disable, strict=fatal, unknown_names="error" if named_on_command_line else "warn")
+        gateway = build_gateway(config.upstreams, upstreams)
+        loaded = loader.load(only, disable, strict=fatal, unknown_names="error" if named_on_command_line else "warn",
+                             extra=gateway.plugins)
         loaded.warnings.extend(report_config_problems(config, loaded.installed, strict=fatal))
         app = loader.build_app(loaded, config, settings, strict=fatal, keep_conflicts=listing)
+        gateway.attach(app)
     except (ValueError, loader.PluginError, MissingExtra) as exc:  # state = redis://… without its extra, too
         raise click.ClickException(str(exc)) from None
     return app, loaded, config, strict
@@ -126,8 +133,10 @@ def _env_list(name: str) -> list[str]:
 @_selection
 def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
           auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, state: str | None, http_server: str | None, certfile: str | None, keyfile: str | None,
-          only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
-    """Serve the installed plugins' tools over MCP (stdio by default)."""
+          only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
+          upstreams: tuple[str, ...]) -> None:
+    """Serve the installed plugins' tools over MCP (stdio by default), and any MCP server
+    named with --upstream or [upstreams.NAME] (docs/gateway.md)."""
     given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("state", state), ("http_server", http_server),
              ("certfile", certfile), ("keyfile", keyfile))
     overrides: dict[str, Any] = {k: v for k, v in given if v is not None}
@@ -136,13 +145,13 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
     auth = {k: v for k, v in (("verifier", auth_verifier), ("issuer", auth_issuer), ("resource", auth_resource)) if v}
     if auth:
         overrides["auth"] = auth
-    app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides)
+    app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides, upstreams=upstreams)
     from .server.errors import StartupError
 
     try:
         code = _serve(app, loaded, config, strict, transport,
                       {"only": list(only), "disable": list(disable), "config_path": config_path, "strict": strict,
-                       "legacy_only": transport == "sse"}, overrides)
+                       "legacy_only": transport == "sse", "upstreams": list(upstreams)}, overrides)
     except StartupError as exc:
         raise click.ClickException(_one_line(exc, str(exc))) from None
     if code:
@@ -165,11 +174,11 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
         log_http_requests()  # in every process: the workers inherit it (or set it up the same way)
     if transport != "stdio" and app.settings.workers > 1:
         if app.settings.http_server == "hypercorn":
-            from .transports.http.workers import run_workers
+            from .transports.http.hypercorn_workers import run_workers
 
             return run_workers(selection, overrides, app.settings.workers)
         from .plugins.loader import lifespans as plugin_lifespans
-        from .transports.http.server.workers import run_forked
+        from .transports.http.forked_workers import run_forked
 
         return run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
     import trio
@@ -178,7 +187,7 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
 
     sockets: list[socket.socket] = []
     if transport != "stdio":  # a port in use or a bad certificate fails now, before the plugins start
-        from .transports.http.server.listener import listen
+        from .transports.http.binding import listen
 
         sockets = listen(app.settings)
 
@@ -235,7 +244,7 @@ def _one_line(exc: BaseException, line: str) -> str:
 
 def _check_auth(app: Any) -> None:
     """Refuse to start on authorization settings that cannot work (before any worker starts)."""
-    from .transports.http.auth import ResourceServer
+    from .transports.http.authorization import ResourceServer
 
     async def never(*args: Any) -> None:
         return None
@@ -256,13 +265,16 @@ def _start_check(check: Any, *args: Any) -> None:
 @main.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @_selection
-def plugins_cmd(as_json: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool) -> None:
+def plugins_cmd(as_json: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
+                upstreams: tuple[str, ...]) -> None:
     """List discovered plugins with what each offers, load errors, warnings and name conflicts.
 
+    Upstreams (docs/gateway.md) are connected once to list what they offer and their state.
     Exits 0 whatever it finds; with --strict (or strict = true in the file), 1 when anything is wrong."""
     from .plugins.report import plugin_rows, problem_count, render_rows
 
-    app, loaded, _config, strict = _prepare(only, disable, config_path, strict, listing=True)
+    app, loaded, config, strict = _prepare(only, disable, config_path, strict, listing=True, upstreams=upstreams)
+    _probe_upstreams(app, loaded, config)
     rows = plugin_rows(app)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -273,6 +285,32 @@ def plugins_cmd(as_json: bool, only: tuple[str, ...], disable: tuple[str, ...], 
     if strict and problems:
         click.echo(f"mcpkit plugins: {problems} problem{'s' if problems != 1 else ''} (fatal with --strict)", err=True)
         sys.exit(1)
+
+
+def _probe_upstreams(app: Any, loaded: Any, config: Any) -> None:
+    """Connect each selected upstream once (concurrently, within its connect timeout) so the
+    report shows what it offers, or why it cannot be reached."""
+    if not any(info.status is not None for info in app.plugins):
+        return
+    import contextlib
+
+    import trio
+
+    from .plugins.loader import lifespans
+
+    for info in app.plugins:
+        plugin = loaded.manager.get_plugin(info.name) if info.status is not None else None
+        if plugin is not None:
+            plugin.settings.max_attempts = 1  # one try: "failed" and why, not "retrying"
+
+    async def probe() -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            for name, cm in lifespans(loaded, config):
+                if any(info.name == name and info.status is not None for info in app.plugins):
+                    await stack.enter_async_context(cm)
+
+    logging.getLogger("mcpkit.gateway").setLevel(logging.ERROR)  # the report says it
+    trio.run(probe)
 
 
 def serving_summary(app: Any) -> str:

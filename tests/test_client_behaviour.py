@@ -433,7 +433,7 @@ async def test_is_error_results_stay_results(legacy_client: mc.Client) -> None:
 def test_every_client_error_has_a_code_of_its_own() -> None:
     """Scripts and UIs tell errors apart by ``code``: no two exception classes may share one."""
     import mcpkit.client.errors as errors_mod
-    import mcpkit.client.tasks as tasks_mod
+    import mcpkit.client.task_handles as tasks_mod
 
     classes = {cls for mod in (errors_mod, tasks_mod) for cls in vars(mod).values()
                if isinstance(cls, type) and issubclass(cls, errors_mod.McpError) and "code" in vars(cls)}

@@ -69,7 +69,7 @@ def test_strict_makes_a_config_mistake_fatal(tmp_path: Path) -> None:
     served = run("serve", "--config", str(cfg), "--plugin", "hello", "--strict")
     assert served.returncode == 1 and "Traceback" not in served.stderr
     assert served.stderr.strip().endswith("unknown section [sever], so it is ignored; did you mean [server]? "
-                                          "(sections: [server], [plugins.NAME]) (fatal with --strict)"), served.stderr
+                                          "(sections: [server], [plugins.NAME], [upstreams.NAME]) (fatal with --strict)"), served.stderr
     listed = run("plugins", "--plugin", "hello", "--strict", MCPKIT_LOG_LEVL="info")
     assert listed.returncode == 1 and "hello  (mcpkit-hello" in listed.stdout  # listed, then refused
     assert "did you mean MCPKIT_LOG_LEVEL?" in listed.stderr and "1 problem (fatal with --strict)" in listed.stderr

@@ -112,16 +112,23 @@ def test_a_verifier_that_needs_no_extra_starts_without_them(lean: Path) -> None:
      "a signed client assertion (private_key_jwt) needs the oauth extra: pip install 'mcpkit[oauth]'"),
 ])
 def test_the_client_names_the_oauth_extra(lean: Path, code: str, line: str) -> None:
-    program = ("from mcpkit.client.oauth import OAuth\nfrom mcpkit.client.oauth.dpop import DPoPKey\n"
+    program = ("from mcpkit.client.oauth import OAuth\nfrom mcpkit.client.oauth._dpop import DPoPKey\n"
                "from mcpkit.client.oauth.grants import signed_assertion\nfrom mcpkit._extras import MissingExtra\n"
                f"try:\n    {code}\nexcept MissingExtra as exc:\n    print(exc)\nelse:\n    print('no error')\n")
     proc = run(lean, code=program)
     assert proc.stdout == line + "\n", proc.stderr
 
 
+def test_a_plugins_redis_client_names_the_redis_extra(lean: Path) -> None:
+    program = ("import mcpkit\nfrom mcpkit._extras import MissingExtra\n"
+               "try:\n    mcpkit.redis_client('redis://127.0.0.1:1/0')\nexcept MissingExtra as exc:\n    print(exc)\n")
+    proc = run(lean, code=program)
+    assert proc.stdout == "mcpkit.redis_client() needs the redis extra: pip install 'mcpkit[redis]'\n", proc.stderr
+
+
 def test_the_client_signs_with_the_extra_installed(tmp_path: Path) -> None:
     """The same calls work where the extra is present (the test venv has it)."""
-    program = ("from mcpkit.client.oauth import OAuth\nfrom mcpkit.client.oauth.dpop import DPoPKey\n"
+    program = ("from mcpkit.client.oauth import OAuth\nfrom mcpkit.client.oauth._dpop import DPoPKey\n"
                "OAuth(dpop=True); key = DPoPKey(); print(key.proof('POST', 'https://as.example/token').count('.'))")
     venv = project_venv(tmp_path / "venv")
     proc = run(venv, code=program)

@@ -301,6 +301,8 @@ def test_the_server_starts_when_redis_hangs_and_says_so_in_one_line(redis: Redis
         os.kill(redis.proc.pid, signal.SIGCONT)
     try:
         assert wait_until(lambda: server.rpc("initialize", INIT)[0] == 200, 10)
+        # the log reaches stderr through a non-blocking sink and a reader thread: wait for it
+        wait_until(lambda: "reachable again" in server.stderr.decode(errors="replace"), 5)
         log = server.stderr.decode(errors="replace")
         assert "Traceback" not in log, log
         lines = [line for line in log.splitlines() if "mcpkit.http.access" not in line and "serving MCP" not in line]

@@ -174,7 +174,8 @@ def test_a_deleted_session_is_freed_by_reference_counting_alone() -> None:
     from mcpkit.server.registry import Registry
     from mcpkit.server.settings import Settings
     from mcpkit.transports.http.asgi import HttpApp
-    from mcpkit.transports.http.server.listener import HttpServer as Listener, bind
+    from mcpkit.transports.http.binding import bind
+    from mcpkit.transports.http.h1.listener import HttpServer as Listener
 
     from . import hostile_plugin
 

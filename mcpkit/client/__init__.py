@@ -26,8 +26,8 @@ _WHERE = {
     **{name: "errors" for name in _ERRORS},
     "Client": "client", "connect": "client", "forget_eras": "client", "is_url": "client",
     "CallResult": "results", "ServerDescription": "results",
-    "Handlers": "session", "Notification": "session", "ClientSettings": "settings",
-    "TaskHandle": "tasks", "TaskCancelled": "tasks",
+    "Handlers": "session", "Notification": "session", "ClientSettings": "options",
+    "TaskHandle": "task_handles", "TaskCancelled": "task_handles",
 }
 __all__ = sorted(_WHERE)
 

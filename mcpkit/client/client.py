@@ -21,11 +21,11 @@ import trio
 from ..protocol.http_rules import mirrored_paths, request_headers
 from .errors import BadResponse, HeaderMismatch, McpError, NotInitialized, UnsupportedVersion
 from .results import CallResult, ServerDescription
-from .connecting import Connecting, forget_eras, is_url  # noqa: F401 (forget_eras, is_url: re-exported)
-from .schema_check import check_arguments
+from ._connecting import Connecting, forget_eras, is_url  # noqa: F401 (forget_eras, is_url: re-exported)
+from ._schema_check import check_arguments
 from .session import Callback, Handlers, Notification, Session
-from .settings import ClientSettings
-from .tasks import StatusCallback, TaskHandle, is_task
+from .options import ClientSettings
+from .task_handles import StatusCallback, TaskHandle, is_task
 
 log = logging.getLogger("mcpkit.client")
 
@@ -34,17 +34,20 @@ log = logging.getLogger("mcpkit.client")
 async def connect(target: str | Sequence[str], settings: ClientSettings | None = None, *,
                   on_log: Callback | None = None, on_elicitation: Callback | None = None,
                   on_sampling: Callback | None = None, roots: list[dict[str, Any]] | None = None,
-                  on_notification: Callback | None = None, **overrides: Any) -> AsyncIterator["Client"]:
+                  on_notification: Callback | None = None, on_request: Callback | None = None,
+                  on_bad_message: Callback | None = None, **overrides: Any) -> AsyncIterator["Client"]:
     """Connect to ``target``: an ``http(s)://`` URL, or a command line run as a stdio server.
 
     ``overrides`` set :class:`ClientSettings` fields by name. The callbacks may be plain or async:
     ``on_elicitation(params) -> ElicitResult``, ``on_sampling(params) -> CreateMessageResult``,
-    ``on_log(params)``, ``on_notification(method, params)``.
+    ``on_log(params)``, ``on_notification(method, params)``; ``on_request(method, params)``
+    answers any request from the server before those (a gateway relays them); ``on_bad_message(error)``
+    hears of messages from the server that could not be used.
     """
     base = settings or ClientSettings()
     settings = ClientSettings(**{**base.__dict__, **overrides}) if overrides else base
     handlers = Handlers(elicitation=on_elicitation, sampling=on_sampling, roots=roots, log=on_log,
-                        notification=on_notification)
+                        notification=on_notification, request=on_request, bad_message=on_bad_message)
     try:
         async with trio.open_nursery() as nursery:
             client = Client(target, settings, handlers)

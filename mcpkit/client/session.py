@@ -8,7 +8,6 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
-import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Union
@@ -41,6 +40,8 @@ log = logging.getLogger("mcpkit.client")
 Callback = Callable[..., Union[Awaitable[Any], Any]]
 #: Methods a handshake-era client may send before the handshake completes.
 _BEFORE_READY = frozenset({"initialize", "ping", "server/discover"})
+#: notification callbacks waiting to run; beyond this they are dropped (a flooding server)
+_CALLBACK_QUEUE = 4096
 
 
 @dataclass(slots=True)
@@ -63,6 +64,12 @@ class Handlers:
     log: Callback | None = None
     #: every notification, (method, params), after the built-in handling
     notification: Callback | None = None
+    #: any request from the server, (method, params) -> result, before the built-in answers
+    #: (a gateway relays them); raise ``RpcError`` to answer with an error
+    request: Callback | None = None
+    #: a message from the server that could not be used (garbage, oversized), after the session
+    #: started: called with the error (the session goes on)
+    bad_message: Callable[[McpError], Any] | None = None
 
 
 @dataclass(slots=True)
@@ -98,7 +105,10 @@ class Session:
         self._seen_valid = False
         self._garbage: BadResponse | None = None
         self._nursery: trio.Nursery | None = None
-        self._events_in, self._events_out = trio.open_memory_channel[tuple[Callback, tuple[Any, ...]]](math.inf)
+        self._meta: dict[str, Any] = {}
+        self._meta_key: tuple[Any, ...] | None = None
+        # bounded: a server that floods notifications loses some, never grows our memory
+        self._events_in, self._events_out = trio.open_memory_channel[tuple[Callback, tuple[Any, ...]]](_CALLBACK_QUEUE)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -121,11 +131,15 @@ class Session:
         return caps
 
     def stateless_meta(self) -> dict[str, Any]:
-        meta = {META_PROTOCOL_VERSION: self.version, META_CLIENT_INFO: self.client_info,
-                META_CLIENT_CAPABILITIES: self.capabilities}
-        if self.log_level:
-            meta[META_LOG_LEVEL] = self.log_level
-        return meta
+        """The stateless era's envelope (a fresh dict; built once per version and log level)."""
+        key = (self.version, self.log_level, self.declare_tasks)
+        if self._meta_key != key:
+            meta = {META_PROTOCOL_VERSION: self.version, META_CLIENT_INFO: self.client_info,
+                    META_CLIENT_CAPABILITIES: self.capabilities}
+            if self.log_level:
+                meta[META_LOG_LEVEL] = self.log_level
+            self._meta, self._meta_key = meta, key
+        return dict(self._meta)
 
     # --- sending ---------------------------------------------------------------------------
 
@@ -150,7 +164,11 @@ class Session:
             params["_meta"] = {**params.get("_meta", {}), "progressToken": token}
             self._progress[token] = progress
         if self.era == "stateless":
-            params["_meta"] = {**self.stateless_meta(), **params.get("_meta", {})}
+            meta = self.stateless_meta()
+            given = params.get("_meta")
+            if given:
+                meta.update(given)
+            params["_meta"] = meta
         stateless_http = self.era == "stateless" and self.transport.kind == "http"
         headers = self.header_source(method, params) if stateless_http and self.header_source else None
         rid = self._ids()
@@ -160,13 +178,18 @@ class Session:
             try:
                 await self.transport.send(jsonrpc.encode_request(rid, method, params or msgspec.UNSET),
                                           request_id=rid, headers=headers, stateless=stateless_http)
-                with trio.move_on_after(math.inf if wait is None else float(wait)) as scope:  # type: ignore[arg-type]
+                if wait is None:  # no scope of its own: the caller's scope is the deadline (a gateway)
                     await slot.done.wait()
+                    timed_out = False
+                else:
+                    with trio.move_on_after(float(wait)) as scope:  # type: ignore[arg-type]
+                        await slot.done.wait()
+                    timed_out = scope.cancelled_caught
             except trio.Cancelled:
                 with trio.CancelScope(shield=True):
                     await self._cancel_on_wire(rid, method, "the client cancelled the request")
                 raise
-            if scope.cancelled_caught:
+            if timed_out:
                 if cancel_on_timeout:
                     await self._cancel_on_wire(rid, method, f"timed out after {wait:g}s")
                 raise RequestTimeout(f"{method}: no answer within {wait:g}s")
@@ -177,15 +200,24 @@ class Session:
         if progress is not None and slot.error is None:
             # Progress callbacks run on the callback queue: let the ones queued before the answer
             # finish, so the caller never sees a late progress update after the call returned.
-            drained = trio.Event()
-            try:
-                self._events_in.send_nowait((drained.set, ()))
-            except trio.ClosedResourceError:
-                drained.set()
-            await drained.wait()
+            await self.drain()
         if slot.error is not None:
             raise slot.error
         return slot.result
+
+    async def drain(self) -> None:
+        """Wait until the notification callbacks queued so far (progress, log messages) have run."""
+        drained = trio.Event()
+        while True:
+            try:
+                self._events_in.send_nowait((drained.set, ()))
+            except trio.ClosedResourceError:
+                return
+            except trio.WouldBlock:
+                await trio.sleep(0.001)  # the queue is full (a flood): wait for room
+                continue
+            break
+        await drained.wait()
 
     async def _cancel_on_wire(self, rid: RequestId, method: str, reason: str) -> None:
         if self.transport.kind == "http" and self.era == "stateless":
@@ -228,6 +260,8 @@ class Session:
         if isinstance(failure.error, BadResponse):
             if self._seen_valid:
                 log.warning("ignoring a bad message from the server: %s", failure.error.message)
+                if self.handlers.bad_message is not None:
+                    self.handlers.bad_message(failure.error)
                 return
             self._garbage = failure.error
         elif isinstance(failure.error, ConnectionClosed) and self._garbage is not None:
@@ -265,10 +299,9 @@ class Session:
         if method == "notifications/progress":
             callback = self._progress.get(params.get("progressToken"))
             if callback is not None:
-                self._events_in.send_nowait((callback, (params.get("progress"), params.get("total"),
-                                                        params.get("message"))))
+                self._queue(callback, (params.get("progress"), params.get("total"), params.get("message")))
         elif method == "notifications/message" and self.handlers.log is not None:
-            self._events_in.send_nowait((self.handlers.log, (params,)))
+            self._queue(self.handlers.log, (params,))
         elif method == "notifications/cancelled":
             scope = self._serving.get(params.get("requestId"))  # type: ignore[arg-type]
             if scope is not None:
@@ -284,7 +317,15 @@ class Session:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._listeners.remove(listener)
         if self.handlers.notification is not None:
-            self._events_in.send_nowait((self.handlers.notification, (method, params)))
+            self._queue(self.handlers.notification, (method, params))
+
+    def _queue(self, callback: Callback, args: tuple[Any, ...]) -> None:
+        try:
+            self._events_in.send_nowait((callback, args))
+        except trio.WouldBlock:
+            log.warning("the server sends notifications faster than they are handled; dropping one")
+        except trio.ClosedResourceError:
+            pass
 
     async def _run_callbacks(self) -> None:
         """Run notification callbacks one at a time, in arrival order, off the reading path."""
@@ -333,6 +374,9 @@ class Session:
 
     async def answer(self, method: str, params: dict[str, Any]) -> Any:
         """The client's result for a server request (a live one, or an MRTR input request)."""
+        if self.handlers.request is not None:
+            value = self.handlers.request(method, params)
+            return await value if inspect.isawaitable(value) else value
         if method == "ping":
             return {}
         if method == "roots/list" and self.handlers.roots is not None:
@@ -360,5 +404,7 @@ class Session:
         return responses
 
     async def aclose(self) -> None:
+        # requests still waiting get an answer now: the connection is going away under them
+        self._on_failure(Failure(None, ConnectionClosed("the connection was closed while the request was waiting")))
         await self.transport.aclose()
         self._events_in.close()

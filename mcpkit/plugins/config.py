@@ -10,13 +10,15 @@ from typing import Any
 
 PLUGIN_ENV_PREFIX = "MCPKIT_PLUGIN__"
 #: the tables a config file may have
-SECTIONS = ("server", "plugins")
+SECTIONS = ("server", "plugins", "upstreams")
 
 
 @dataclass
 class Config:
     server: dict[str, Any] = field(default_factory=dict)
     plugins: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``[upstreams.NAME]``: MCP servers served through mcpkit (see docs/gateway.md)
+    upstreams: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
     #: top-level entries of the file other than [server] and [plugins.NAME]: mistakes, reported
     #: by :func:`mcpkit.plugins.config_check.config_problems`
@@ -67,5 +69,8 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
         raise ValueError(f"config file {p}: [plugins.NAME] entries must be tables")
     if not isinstance(server, dict):
         raise ValueError(f"config file {p}: [server] must be a table")
+    upstreams = data.get("upstreams", {})
+    if not isinstance(upstreams, dict):
+        raise ValueError(f"config file {p}: [upstreams.NAME] entries must be tables")
     stray = {k: v for k, v in data.items() if k not in SECTIONS}
-    return Config(server=server, plugins=plugins, path=p, stray=stray)
+    return Config(server=server, plugins=plugins, upstreams=upstreams, path=p, stray=stray)

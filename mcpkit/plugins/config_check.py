@@ -66,7 +66,7 @@ def _stray(stray: dict[str, Any], installed: list[str]) -> list[str]:
             out.append(f"unknown section [{key}], so it is ignored; a plugin's table is [plugins.{key}]")
         else:
             out.append(f"unknown section [{key}], so it is ignored{_suggest(key, list(SECTIONS), '[{}]')}"
-                       f" (sections: [server], [plugins.NAME])")
+                       f" (sections: [server], [plugins.NAME], [upstreams.NAME])")
     return out
 
 

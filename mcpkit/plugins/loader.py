@@ -57,16 +57,22 @@ def unknown_plugins(unknown: Iterable[str], installed: Iterable[str]) -> str:
 
 
 def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool = False,
-         unknown_names: str = "warn") -> Loaded:
+         unknown_names: str = "warn", extra: dict[str, Any] | None = None) -> Loaded:
     """Import the selected plugins and register them with a plugin manager.
 
     A plugin that fails to import is logged and left out (fatal with ``strict``). A name in
     ``only``/``disable`` that is not installed is an error when ``unknown_names`` is "error"
-    (the command line), else a warning (the config file, the environment).
+    (the command line), else a warning (the config file, the environment). ``extra`` are
+    plugin objects by name that are not installed packages (the gateway's upstreams): selected
+    and registered like the others, after them.
     """
     only, disable = set(only), set(disable)
     eps = discover()
-    installed = [ep.name for ep in eps]
+    extra = dict(extra or {})
+    clash = sorted(set(extra) & {ep.name for ep in eps})
+    if clash:
+        raise PluginError(f"upstream {clash[0]!r} has the name of an installed plugin; give the upstream another name")
+    installed = [ep.name for ep in eps] + list(extra)
     unknown = (only | disable) - set(installed)
     warnings: list[str] = []
     if unknown:
@@ -85,6 +91,12 @@ def load(only: Iterable[str] = (), disable: Iterable[str] = (), *, strict: bool 
         info = PluginInfo(ep.name, ep.dist_name, ep.dist_version)
         infos.append(info)
         _register(pm, info, ep.load, strict)
+    for name, obj in extra.items():
+        if (only and name not in only) or name in disable:
+            continue
+        info = PluginInfo(name, "upstream", None)
+        infos.append(info)
+        _register(pm, info, lambda obj=obj: obj, strict)
     return Loaded(pm, infos, installed, warnings)
 
 

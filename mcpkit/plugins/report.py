@@ -17,6 +17,8 @@ def plugin_rows(app: App) -> list[dict[str, Any]]:
         row = {"name": info.name, "distribution": info.distribution, "version": info.version,
                "loaded": info.loaded, "error": info.error, "warnings": list(info.warnings),
                **app.registry.items_of(info.name), "conflicts": []}
+        if info.status is not None:
+            row["upstream"] = info.status()
         rows.append(row)
         by_name[info.name] = row
     for info in app.plugins:
@@ -42,7 +44,12 @@ def render_rows(rows: list[dict[str, Any]]) -> list[str]:
         return ["no plugins installed (entry point group 'mcpkit.plugins')"]
     lines: list[str] = []
     for row in rows:
-        lines.append(f"{row['name']}  ({row['distribution']} {row['version']})")
+        upstream = row.get("upstream")
+        if upstream is not None:
+            lines.append(f"{row['name']}  (upstream, {upstream['target']})")
+            lines.append(f"  state: {_state_line(upstream)}")
+        else:
+            lines.append(f"{row['name']}  ({row['distribution']} {row['version']})")
         if row["error"]:
             lines.append(f"  ERROR: {row['error']}")
         clashing = {(c["kind"], c["name"]) for c in row["conflicts"]}
@@ -59,3 +66,16 @@ def render_rows(rows: list[dict[str, Any]]) -> list[str]:
                 lines.append(f"  CONFLICT: {c['kind']} {c['name']!r} is already offered by plugin {c['with']!r}; "
                              f"`mcpkit serve` refuses to start; {c['resolve']}")
     return lines
+
+
+def _state_line(status: dict[str, Any]) -> str:
+    """"connected (2025-11-25, server files 1.2.0)" or "failed: why"."""
+    state = status["state"]
+    if state == "connected":
+        server = status.get("server") or {}
+        who = f", server {server.get('name')} {server.get('version', '')}".rstrip() if server.get("name") else ""
+        return f"connected ({status.get('protocol')}{who})"
+    error = status.get("error") or "no answer"
+    if state == "retrying" and "retry_in_s" not in status:
+        return f"failed: {error}"
+    return f"{state}: {error}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import trio
 
@@ -34,6 +34,8 @@ class PluginInfo:
     warnings: list[str] = field(default_factory=list)
     #: names this plugin offers that an earlier plugin took ({"kind", "name", "plugin"})
     conflicts: list[dict[str, str]] = field(default_factory=list)
+    #: a live state to report (an upstream of the gateway: connected, retrying, ...), or None
+    status: Callable[[], dict[str, Any]] | None = None
 
 
 @dataclass

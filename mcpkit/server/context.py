@@ -132,6 +132,19 @@ class Context(Injected):
         return self._progress_token
 
     @property
+    def log_level(self) -> str | None:
+        """The least severe log level the client wants for this request (None: no log messages
+        in the stateless era, every level in the handshake era until logging/setLevel)."""
+        return self._request.log_level
+
+    @property
+    def connection(self) -> Any:
+        """An object that is the same for every request of one client connection (a stdio
+        process, an HTTP session) and different across them: to tell clients apart without
+        knowing who they are. Each stateless-era request is a connection of its own."""
+        return getattr(self._peer, "connection", self._peer)
+
+    @property
     def principal(self) -> Any:
         """Who is asking, as the transport established it (None when nobody is identified)."""
         return self._request.principal

@@ -244,6 +244,8 @@ class Dispatcher:
         except Exception as exc:
             log.warning("tool %s raised %s: %s", tool.name, type(exc).__name__, exc)
             return _error_result(str(exc) or type(exc).__name__)
+        if out.raw is not None:
+            return out.raw
         result: dict[str, Any] = {"content": _content_for(req.features, out.content)}
         if out.structured is not msgspec.UNSET and req.features.structured_output:
             result["structuredContent"] = out.structured

@@ -109,6 +109,9 @@ class RedisLink:
         require("redis", f"state = {url.partition('://')[0]}://…")  # the URL may hold a password
         import coredis
 
+        from .redis_client import freeze_coredis_config
+
+        freeze_coredis_config()  # coredis would read os.environ on every command
         self.url = url
         self.display = display_url(url)
         self.prefix = prefix

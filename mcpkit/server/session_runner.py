@@ -205,6 +205,12 @@ class _RequestPeer:
         self._runner = runner
         self.channel = channel
 
+    @property
+    def connection(self) -> Any:
+        """What identifies the client connection this request came on: its session's runner,
+        or (stateless era, where every request stands alone) the request itself."""
+        return self._runner if self._runner.core.track else self
+
     async def notify(self, data: bytes) -> None:
         await self.channel.message(data)
 

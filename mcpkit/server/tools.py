@@ -28,6 +28,9 @@ class ToolResult:
     structured: Any = msgspec.UNSET
     is_error: bool = False
     meta: dict[str, Any] | None = None
+    #: a whole CallToolResult, answered as it is (a gateway forwarding an upstream's result);
+    #: the fields above are then ignored
+    raw: dict[str, Any] | None = None
 
 
 class ToolDef:

@@ -12,8 +12,8 @@ import httpx
 
 from ...protocol.oauth import issuer_metadata_urls, resource_metadata_urls
 from ..errors import AuthorizationFailed
-from .challenge import Challenge
-from .fetch import TooLarge, json_or_none, read_bounded
+from ._challenge import Challenge
+from ...bounded_fetch import TooLarge, json_or_none, read_bounded
 
 log = logging.getLogger("mcpkit.client.oauth")
 

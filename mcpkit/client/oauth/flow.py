@@ -24,8 +24,8 @@ import trio
 from ..._extras import require
 from ..errors import AuthorizationFailed
 from .authorizers import Authorizer, LoopbackAuthorizer
-from .challenge import Challenge, parse_challenges
-from .dpop import ALG as DPOP_ALG, DPoPKey
+from ._challenge import Challenge, parse_challenges
+from ._dpop import ALG as DPOP_ALG, DPoPKey
 from .discovery import ResourceInfo, ServerInfo, find_resource_info, find_server_info
 from .grants import JWT_BEARER, ClientIdentity, TokenError, Tokens, pkce_pair, register, token_request
 from .store import MemoryTokenStore, TokenStore

@@ -16,7 +16,7 @@ import trio
 
 from ...protocol.jsonrpc import RequestId
 from ..errors import BadResponse, ConnectionClosed, McpError, SessionExpired
-from ..sse import SseDecoder
+from .._sse import SseDecoder
 from . import Deliver, Failure, deliver_frame
 from ._httpbase import HttpBase, content_type
 

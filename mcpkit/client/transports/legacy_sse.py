@@ -11,7 +11,7 @@ import trio
 
 from ...protocol.jsonrpc import RequestId
 from ..errors import BadResponse, ConnectionClosed, ConnectionFailed
-from ..sse import SseDecoder
+from .._sse import SseDecoder
 from . import Deliver, Failure, deliver_frame
 from ._httpbase import HttpBase, content_type
 

@@ -23,7 +23,8 @@ class StdioTransport:
     kind = "stdio"
 
     def __init__(self, command: str | Sequence[str], *, env: dict[str, str] | None = None,
-                 cwd: str | None = None, stderr: Any = None, close_grace: float = 2.0) -> None:
+                 cwd: str | None = None, stderr: Any = None, close_grace: float = 2.0,
+                 max_line: int = _MAX_LINE) -> None:
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not self.argv:
             raise ConnectionFailed("empty server command")
@@ -31,6 +32,8 @@ class StdioTransport:
         self.cwd = cwd
         self.stderr = stderr
         self.close_grace = close_grace
+        #: a longer line from the server is dropped (and reported) without being kept
+        self.max_line = max_line
         self.protocol_version: str | None = None
         self._proc: trio.Process | None = None
         self._lock = trio.Lock()
@@ -51,7 +54,7 @@ class StdioTransport:
 
     async def _read(self, deliver: Deliver) -> None:
         assert self._proc is not None and self._proc.stdout is not None
-        lines = LineSplitter(_MAX_LINE)
+        lines = LineSplitter(self.max_line)
         try:
             while True:
                 chunk = await self._proc.stdout.receive_some(1 << 16)
@@ -59,7 +62,8 @@ class StdioTransport:
                     break
                 for line in lines.feed(chunk):
                     if isinstance(line, Oversized):
-                        deliver(Failure(None, BadResponse(f"the server sent a line over {_MAX_LINE >> 20} MiB")))
+                        deliver(Failure(None, BadResponse(f"the server sent a line of {line.size} bytes, over the "
+                                                          f"limit of {self.max_line}")))
                     else:
                         deliver_frame(line, deliver)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -75,8 +79,15 @@ class StdioTransport:
         if proc is None or proc.stdin is None:
             raise ConnectionClosed("the server process is not running")
         try:
-            async with self._lock:
-                await proc.stdin.send_all(frame + b"\n")
+            if self._lock.locked() or self._lock.statistics().tasks_waiting:
+                async with self._lock:  # another send is writing: one frame at a time
+                    await proc.stdin.send_all(frame + b"\n")
+            else:
+                self._lock.acquire_nowait()  # the common case: nobody else is sending
+                try:
+                    await proc.stdin.send_all(frame + b"\n")
+                finally:
+                    self._lock.release()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise ConnectionClosed("the server process closed its input") from None
 

@@ -31,7 +31,7 @@ from .sessions import SessionManager
 from .streamable import Streamable
 from .accesslog import AccessLog
 from .logsink import logging_through, stderr_sink
-from .auth import ResourceServer
+from .authorization import ResourceServer
 from .exchange import AsgiExchange, Exchange, Receive, Scope, Send
 from .wire import RETRY_SOON, BodyTooLarge, Disconnected, error_body, rest_error
 
@@ -120,7 +120,7 @@ class HttpApp:
         """A hypercorn worker whose supervisor died: shut down as the supervisor would have
         (streams end, requests get the grace, then answer "shutting down"), then exit: hypercorn
         gives an application no way to stop its worker, so plugin lifespans are not closed."""
-        from .server.workers import until_parent_exits
+        from .lifeline import until_parent_exits
 
         await until_parent_exits(fd)
         log.warning("the supervising process is gone; this worker stops")

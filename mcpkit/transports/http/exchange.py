@@ -1,6 +1,6 @@
 """One HTTP request and its response, as the MCP endpoints see it, whatever server carries it.
 
-mcpkit's own server hands its parsed request straight over (``server/exchange.py``); under
+mcpkit's own server hands its parsed request straight over (``h1/_direct_exchange.py``); under
 hypercorn or any ASGI server :class:`AsgiExchange` adapts the ASGI messages. The endpoints
 (Streamable HTTP, legacy SSE, the security checks) are written once, against this.
 """
@@ -13,13 +13,12 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from .server.h1 import split_absolute_form
+from .request_host import split_absolute_form
 from .wire import BodyTooLarge, Disconnected, Headers
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 SSE_HEADERS: Headers = [
     (b"content-type", b"text/event-stream"),

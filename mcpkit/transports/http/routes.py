@@ -68,14 +68,20 @@ def plain_routes(app: App) -> PlainRoutes:
 
     async def healthz(ex: Exchange) -> None:
         state = {"backend": "memory", "ok": True} if app.shared is None else await app.shared.health()
-        await respond_json(ex, 200, {  # 200 even when degraded: stateless calls still work without shared state
+        body: dict[str, Any] = {
             "status": "ok" if state["ok"] else "degraded",
             "version": __version__,
             "pid": os.getpid(),
             "plugins": [p.name for p in app.plugins if p.loaded],
             "tools": len(app.registry.tools),
             "state": state,
-        })
+        }
+        upstreams = {p.name: p.status() for p in app.plugins if p.loaded and p.status is not None}
+        if upstreams:  # the gateway's upstreams: connected, or retrying and why
+            body["upstreams"] = upstreams
+            if any(u["state"] != "connected" for u in upstreams.values()):
+                body["status"] = "degraded"
+        await respond_json(ex, 200, body)  # 200 even when degraded: stateless calls still work without shared state
 
     routes.add("/healthz", healthz)
     routes.add("/mcp/search", SearchApi(app).serve, methods=None)

@@ -44,7 +44,7 @@ async def serve_http(app: App, lifespans: list[tuple[str, Any]], *, strict: bool
                 return
 
     async def on_orphaned(fd: int) -> None:
-        from .server.workers import until_parent_exits
+        from .lifeline import until_parent_exits
 
         await until_parent_exits(fd)
         log.warning("the supervising process is gone; shutting down")
@@ -78,7 +78,8 @@ def urls(sockets: list[socket.socket], tls: bool) -> list[str]:
 
 async def _serve_mcpkit(http_app: HttpApp, stop: trio.Event, sockets: list[socket.socket] | None,
                         task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-    from .server.listener import HttpServer, bind, tls_context
+    from .binding import bind, tls_context
+    from .h1.listener import HttpServer
 
     s = http_app.app.settings
     ctx = tls_context(s.certfile, s.keyfile) if s.certfile else None
