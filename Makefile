@@ -7,8 +7,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.mcpkit-installed
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
-# openapi's [embeddings] extra (hybrid ranking) is installed too, so its tests run in make test.
-EDITABLES   := -e '.[test,dev]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
+# mcpkit's extras (Redis state, OAuth/JWT, hypercorn, the dev watcher) and openapi's [embeddings] extra (hybrid
+# ranking) are installed too, so `make serve` can use every setting and `make test` tests them all.
+EDITABLES   := -e '.[test,dev,redis,oauth,hypercorn]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
 
 .PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-gateway bench-scaleout bench-io dist fuzz clean
 

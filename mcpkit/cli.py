@@ -79,6 +79,7 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
     """Config, settings, plugins and the app. ``listing`` (mcpkit plugins) collects every problem
     instead of stopping at the first, whatever ``strict`` says. ``paths``: plugins given by path
     on the command line (they replace the ``plugin_paths`` setting)."""
+    from ._extras import MissingExtra
     from .gateway import build_gateway
     from .plugins import loader
     from .plugins.config import load_config
@@ -110,7 +111,7 @@ def _prepare(only: tuple[str, ...], disable: tuple[str, ...], config_path: str |
         app = loader.build_app(loaded, config, settings, strict=fatal, keep_conflicts=listing)
         gateway.attach(app)
         app.reloading = reloading
-    except (ValueError, loader.PluginError) as exc:
+    except (ValueError, loader.PluginError, MissingExtra) as exc:  # state = redis://… without its extra, too
         raise click.ClickException(str(exc)) from None
     return app, loaded, config, strict
 
@@ -183,6 +184,10 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
         from .server.logs import log_http_requests
 
         _check_auth(app)
+        if app.settings.http_server == "hypercorn":
+            from .transports.http.serve import need_hypercorn
+
+            _start_check(need_hypercorn)
         log_http_requests()  # in every process: the workers inherit it (or set it up the same way)
     if transport != "stdio" and app.settings.workers > 1:
         if app.settings.http_server == "hypercorn":
@@ -235,10 +240,11 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 def _failure(exc: Exception, transport: str) -> str:
     """The line for what stopped the server: a start-up error, a plugin's refusal, the system
     refusing a resource, a missing package. Anything else is a bug: it is raised as it is."""
+    from ._extras import MissingExtra
     from .server.errors import StartupError
 
     for leaf in _leaves(exc):
-        if isinstance(leaf, (StartupError, RuntimeError)):
+        if isinstance(leaf, (StartupError, RuntimeError, MissingExtra)):
             return str(leaf)
         if isinstance(leaf, ImportError):
             return f"the {transport} transport needs a package that is not installed: {leaf.name}"
@@ -260,9 +266,16 @@ def _check_auth(app: Any) -> None:
     async def never(*args: Any) -> None:
         return None
 
+    _start_check(ResourceServer.from_app, app, never)
+
+
+def _start_check(check: Any, *args: Any) -> None:
+    """Run a start-up check: a ValueError or a missing extra stops the start in one line."""
+    from ._extras import MissingExtra
+
     try:
-        ResourceServer.from_app(app, never)
-    except ValueError as exc:
+        check(*args)
+    except (ValueError, MissingExtra) as exc:
         raise click.ClickException(str(exc)) from None
 
 

@@ -21,8 +21,8 @@ ACCEPT = "application/json, text/event-stream"
 class HttpServer:
     host = "127.0.0.1"  # or ::1, when started with --host ::1
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen([MCPKIT, "serve", "--transport", "http", "--port", "0", *args],
+    def __init__(self, *args: str, env: dict[str, str] | None = None, exe: str = MCPKIT) -> None:
+        self.proc = subprocess.Popen([exe, "serve", "--transport", "http", "--port", "0", *args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      env={**os.environ, **(env or {})}, start_new_session=True)
         self.stderr = b""

@@ -3,7 +3,8 @@ project: the suite tests the project, not a half-written plugin its author insta
 (the docs tell plugin authors to `pip install -e .` into the environment mcpkit runs from).
 
 It costs no install: its site-packages is a folder of symlinks to the test venv's entries, minus
-the metadata of foreign plugin distributions, so entry-point discovery never finds them."""
+the metadata of foreign plugin distributions, so entry-point discovery never finds them, and
+minus the distributions asked to be left out (a venv without an extra's packages)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sysconfig
 import tomllib
 from importlib import metadata
 from pathlib import Path
+from typing import Iterable
 
 from .helpers import ROOT
 
@@ -40,13 +42,26 @@ def foreign_metadata(site: Path) -> set[str]:
     return out
 
 
-def project_venv(dest: Path, site: Path | None = None) -> Path:
+def entries_of(site: Path, names: Iterable[str]) -> set[str]:
+    """The top-level entries in ``site`` (packages, modules, metadata folders) of the
+    distributions ``names``."""
+    out = set()
+    for name in names:
+        found = list(metadata.distributions(name=name, path=[str(site)]))
+        assert found, f"{name} is not installed in {site}"
+        for dist in found:
+            out.update(f.parts[0] for f in dist.files or () if f.parts[0] not in ("..", "__pycache__"))
+    return out
+
+
+def project_venv(dest: Path, site: Path | None = None, without: Iterable[str] = ()) -> Path:
     """Create at ``dest`` a venv over ``site`` (default: the running venv's site-packages)
-    without its foreign plugins; with an ``mcpkit`` command. Returns ``dest``."""
+    without its foreign plugins nor the distributions named in ``without``; with an ``mcpkit``
+    command. Returns ``dest``."""
     site = site or Path(sysconfig.get_paths()["purelib"])
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True, timeout=60)
     own = dest / Path(sysconfig.get_paths()["purelib"]).relative_to(sys.prefix)
-    hidden = foreign_metadata(site)
+    hidden = foreign_metadata(site) | entries_of(site, without)
     for entry in site.iterdir():
         if entry.name not in hidden and not (own / entry.name).exists():
             (own / entry.name).symlink_to(entry)

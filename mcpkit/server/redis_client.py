@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._extras import require
+
 _frozen = False
 
 
@@ -54,11 +56,10 @@ def redis_client(url: str, *, timeout: float | None = 5.0, decode_responses: boo
     ``timeout`` seconds to connect and per command (None: none), strings rather than bytes by
     default. Return it from ``mcpkit_lifespan`` (it is an async context manager) so it is
     connected at start and closed with the plugin; ``options`` go to ``coredis.Redis.from_url``.
-    Needs the ``coredis`` package."""
-    try:
-        import coredis
-    except ImportError:
-        raise RuntimeError("mcpkit.redis_client needs the coredis package: pip install coredis") from None
+    Needs the ``redis`` extra (coredis): a plugin using it depends on ``mcpkit[redis]``."""
+    require("redis", "mcpkit.redis_client()")
+    import coredis
+
     freeze_coredis_config()
     return coredis.Redis.from_url(url, connect_timeout=timeout, stream_timeout=timeout,
                                   decode_responses=decode_responses, **options)

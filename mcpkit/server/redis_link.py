@@ -29,6 +29,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, TypeVar
 import msgspec
 import trio
 
+from .._extras import require
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ProtocolError
 
@@ -103,13 +104,14 @@ def display_url(url: str) -> str:
 
 class RedisLink:
     def __init__(self, url: str, prefix: str = "mcpkit", timeout: float = 2.0) -> None:
-        import coredis  # only when a Redis URL is configured
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"state must be 'memory' or a redis:// / rediss:// URL, got {url!r}")
+        require("redis", f"state = {url.partition('://')[0]}://…")  # the URL may hold a password
+        import coredis
 
         from .redis_client import freeze_coredis_config
 
         freeze_coredis_config()  # coredis would read os.environ on every command
-        if not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(f"state must be 'memory' or a redis:// / rediss:// URL, got {url!r}")
         self.url = url
         self.display = display_url(url)
         self.prefix = prefix

@@ -17,6 +17,8 @@ import time
 import urllib.parse
 from typing import Any
 
+from ..._extras import require
+
 ALG = "ES256"
 
 
@@ -24,6 +26,7 @@ class DPoPKey:
     """An EC P-256 key pair and the proofs it signs. ``pem`` restores a saved one."""
 
     def __init__(self, pem: str | None = None) -> None:
+        require("oauth", "a DPoP-bound token")
         import jwt
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import ec

@@ -21,6 +21,7 @@ from typing import Any, AsyncGenerator, Awaitable, Callable, Iterable
 import httpx
 import trio
 
+from ..._extras import require
 from ..errors import AuthorizationFailed
 from .authorizers import Authorizer, LoopbackAuthorizer
 from ._challenge import Challenge, parse_challenges
@@ -78,6 +79,10 @@ class OAuth(httpx.Auth):
             raise ValueError("the client_credentials grant needs client_id (and client_secret or private_key)")
         if grant == "jwt_bearer" and assertion is None:
             raise ValueError("the jwt_bearer grant needs an assertion")
+        if dpop:
+            require("oauth", "OAuth(dpop=True)")
+        if private_key and client_id:
+            require("oauth", "OAuth(private_key=...) (private_key_jwt)")
         self.authorizer = authorizer
         self.store: TokenStore = store or MemoryTokenStore()
         self.grant = grant

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from ..._extras import require
 from ..errors import AuthorizationFailed
 from .discovery import ServerInfo, request_json
 
@@ -145,6 +146,7 @@ def authenticate_client(client: ClientIdentity, server: ServerInfo, data: dict[s
 
 def signed_assertion(private_key: str, alg: str, *, iss: str, sub: str, aud: str, lifetime: int = 300) -> str:
     """A JWT signed with the client's key (RFC 7523): for private_key_jwt and assertions."""
+    require("oauth", "a signed client assertion (private_key_jwt)")
     import jwt
 
     now = int(time.time())

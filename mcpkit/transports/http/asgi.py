@@ -1,5 +1,5 @@
 """The HTTP application: security and hygiene on every route, then /mcp, /sse, /messages,
-and Quart for the plain routes (/healthz and what plugins add).
+and the plain routes (/healthz, /mcp/search: ``routes.py``).
 
 It serves :class:`Exchange` objects: mcpkit's own server hands them over directly, any ASGI
 server (hypercorn) through ``__call__``."""
@@ -17,7 +17,6 @@ from typing import Any, AsyncIterator
 
 import trio
 
-from ..._version import __version__
 from ...protocol import jsonrpc
 from ...server.app import App
 from ...server.dispatch import Dispatcher
@@ -25,6 +24,7 @@ from ...server.context import STOP_BOUND_S
 from ...server.lifespan import plugin_lifespans
 from ...server.redis_link import StateUnavailable
 from .legacy_sse import LegacySse
+from .routes import plain_routes
 from .security import Guard
 from .session_state import MemoryBackend
 from .sessions import SessionManager
@@ -55,7 +55,7 @@ class HttpApp:
         self.sessions: SessionManager | None = None
         self.streamable: Streamable | None = None
         self.legacy = LegacySse(app)
-        self.routes = _plain_routes(app)
+        self.routes = plain_routes(app)
         self.started = trio.Event()
         self.access = AccessLog(s.access_log)
         self.active = 0  # requests being served (streams included)
@@ -86,7 +86,7 @@ class HttpApp:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Plugin lifespans, the session expiry and change forwarding, the plain routes: held
+        """Plugin lifespans, the session expiry and change forwarding: held
         open while a server serves this app. On exit the sessions end (after the drain)."""
         s = self.app.settings
         sink = stderr_sink()  # the server log, too, never blocks the event loop
@@ -106,7 +106,6 @@ class HttpApp:
             if self.orphan_fd is not None:
                 nursery.start_soon(self.leave_when_orphaned, self.orphan_fd)
             stack.enter_context(self.app.hub.relaying(self.streamable.forward_change))
-            await self.routes.startup()
             self.started.set()
             try:
                 yield
@@ -251,7 +250,7 @@ class HttpApp:
             else:
                 await self.legacy.post(ex)
         else:
-            await ex.forward(self.routes)
+            await self.routes(ex)
 
 
 async def _not_allowed(ex: Exchange, allow: bytes) -> None:
@@ -277,43 +276,3 @@ def _session_backend(app: App) -> Any:
 
         return RedisBackend(app.shared, s.session_ttl_s, s.event_store_size, s.event_store_bytes)
     return MemoryBackend(s.event_store_size, s.event_store_bytes, s.event_store_total_bytes)
-
-
-def _plain_routes(app: App) -> Any:
-    """The Quart application for the non-MCP routes."""
-    from quart_trio import QuartTrio
-
-    from werkzeug.exceptions import HTTPException
-
-    quart = QuartTrio("mcpkit")
-    quart.config["MAX_CONTENT_LENGTH"] = app.settings.max_message_bytes
-
-    @quart.errorhandler(HTTPException)
-    async def json_errors(exc: HTTPException) -> Any:
-        """Quart's own errors (unknown path, wrong method, body too large) as JSON, not HTML."""
-        code = (exc.name or "error").upper().replace(" ", "_")
-        headers = {"Allow": ", ".join(exc.valid_methods)} if getattr(exc, "valid_methods", None) else {}
-        return {"error": {"code": code, "message": exc.description or exc.name}}, exc.code or 500, headers
-
-    @quart.get("/healthz")
-    async def healthz() -> Any:
-        state = {"backend": "memory", "ok": True} if app.shared is None else await app.shared.health()
-        body = {
-            "status": "ok" if state["ok"] else "degraded",
-            "version": __version__,
-            "pid": os.getpid(),
-            "plugins": [p.name for p in app.plugins if p.loaded],
-            "tools": len(app.registry.tools),
-            "state": state,
-        }
-        upstreams = {p.name: p.status() for p in app.plugins if p.loaded and p.status is not None}
-        if upstreams:  # the gateway's upstreams: connected, or retrying and why
-            body["upstreams"] = upstreams
-            if any(u["state"] != "connected" for u in upstreams.values()):
-                body["status"] = "degraded"
-        return body  # 200 even when degraded: stateless calls still work without shared state
-
-    from .search_api import install
-
-    install(quart, app)
-    return quart

@@ -19,7 +19,6 @@ from .wire import BodyTooLarge, Disconnected, Headers
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 SSE_HEADERS: Headers = [
     (b"content-type", b"text/event-stream"),
@@ -90,10 +89,6 @@ class Exchange:
         """``async with ex.cancel_on_disconnect() as scope:`` — the body is cancelled when the
         client goes away (a closed stream is how stateless clients cancel)."""
         return _WatchedScope(self)
-
-    async def forward(self, app: AsgiApp) -> None:
-        """Let an ASGI application (the plain routes) answer this request."""
-        raise NotImplementedError
 
 
 class AsgiExchange(Exchange):
@@ -171,19 +166,6 @@ class AsgiExchange(Exchange):
         while not self._disconnected:
             if (await self._receive())["type"] == "http.disconnect":
                 self._disconnected = True
-
-    async def forward(self, app: AsgiApp) -> None:
-        extra = self.extra
-
-        async def send(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                self.status = message["status"]
-                message = dict(message, headers=list(message.get("headers", [])) + extra)
-            await self._send(message)
-
-        self.scope["mcpkit.request_id"] = self.request_id
-        self.scope["mcpkit.principal"] = self.principal
-        await app(self.scope, self._receive, send)
 
 
 class _WatchedScope:

@@ -19,11 +19,13 @@ ENV = "MCPKIT_HTTP_WORKER"
 
 
 def run_workers(selection: dict[str, Any], settings_overrides: dict[str, Any], workers: int) -> int:
+    from .serve import hyper_binds, hyper_config, need_hypercorn, urls
+
+    need_hypercorn()
     from hypercorn.config import Config
     from hypercorn.run import run
 
     from ...plugins.config import load_config
-    from .serve import hyper_binds, hyper_config, urls
     from .binding import listen
 
     os.environ[ENV] = json.dumps({"selection": selection, "settings": settings_overrides})

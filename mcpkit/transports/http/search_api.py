@@ -18,6 +18,8 @@ from ...protocol.versions import features
 from ...server.app import App
 from ...server.auth import FORBIDDEN
 from ...server.dispatch import Dispatcher
+from .exchange import Exchange
+from .wire import Headers, rest_error
 
 log = logging.getLogger("mcpkit.http.search")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -31,6 +33,13 @@ class SearchError(Exception):
         super().__init__(message)
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
         self.headers = headers or {}
+
+    def header_list(self) -> Headers:
+        """The answer's headers: ``Retry-After`` and what the error names."""
+        headers = [(name.lower().encode(), value.encode("latin-1")) for name, value in self.headers.items()]
+        if self.retry_after is not None:
+            headers.append((b"retry-after", str(self.retry_after).encode()))
+        return headers
 
     def body(self) -> dict[str, Any]:
         err: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -86,6 +95,36 @@ class SearchApi:
             args["limit"] = limit
         return args
 
+    async def serve(self, ex: Exchange) -> None:
+        """The route: ``POST /mcp/search`` (any method comes here; only POST searches)."""
+        started = time.perf_counter()
+        rid = ex.request_id
+        if self.app.registry.tools.get(self.tool_name) is None:
+            await _answer_error(ex, not_configured(self.tool_name))
+            return
+        if ex.method != "POST":
+            await _answer_error(ex, SearchError(405, "METHOD_NOT_ALLOWED", "use POST", headers={"Allow": "POST, OPTIONS"}))
+            return
+        version = ex.headers.get("x-mcp-version")
+        if version is not None and version.strip() != "2":
+            log.warning("request_id=%s X-MCP-Version %r (this endpoint speaks 2)", rid, version)
+        body = await ex.read_body(self.app.settings.max_message_bytes)  # past it: the app's 413
+        query, count = "", 0
+        try:
+            query, limit = parse_request(ex.headers.get("content-type"), body)
+            out = await self.search(query, limit, rid, ex.principal)
+            count = len(out["results"])
+            out["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
+            status, answer, headers = 200, msgspec.json.encode(out), []
+        except SearchError as exc:
+            status, answer, headers = exc.status, msgspec.json.encode(exc.body()), exc.header_list()
+        except Exception:
+            log.exception("request_id=%s search failed", rid)
+            status, answer, headers = 500, rest_error("INTERNAL_ERROR", "internal error"), []
+        log.info("search request_id=%s query=%r results=%d status=%d duration_ms=%.1f",
+                 rid, query[:80], count, status, (time.perf_counter() - started) * 1000)
+        await ex.respond(status, answer, headers)
+
     async def search(self, query: str, limit: int, request_id: str, principal: Any = None) -> dict[str, Any]:
         params = {"name": self.tool_name, "arguments": self._arguments(query, limit), "_meta": _SEARCH_META}
         raw = msgspec.json.encode(params)
@@ -120,40 +159,5 @@ class _NoPeer:
         raise RuntimeError("no client to ask")
 
 
-def install(quart: Any, app: App) -> None:
-    """Add the route to the Quart application."""
-    from quart import request
-
-    api = SearchApi(app)
-
-    @quart.route("/mcp/search", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
-    async def mcp_search() -> Any:
-        started = time.perf_counter()
-        rid = request.scope.get("mcpkit.request_id", "")
-        if app.registry.tools.get(api.tool_name) is None:
-            return not_configured(api.tool_name).body(), 404
-        if request.method != "POST":
-            return {"error": {"code": "METHOD_NOT_ALLOWED", "message": "use POST"}}, 405, {"Allow": "POST, OPTIONS"}
-        version = request.headers.get("X-MCP-Version")
-        if version is not None and version.strip() != "2":
-            log.warning("request_id=%s X-MCP-Version %r (this endpoint speaks 2)", rid, version)
-        query, count, status = "", 0, 200
-        try:
-            body = await request.get_data(cache=False)
-            query, limit = parse_request(request.headers.get("Content-Type"), body)
-            out = await api.search(query, limit, rid, request.scope.get("mcpkit.principal"))
-            count = len(out["results"])
-            out["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
-            response = out, 200
-        except SearchError as exc:
-            status = exc.status
-            headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else {}
-            headers.update(exc.headers)
-            response = exc.body(), exc.status, headers
-        except Exception:
-            log.exception("request_id=%s search failed", rid)
-            status = 500
-            response = {"error": {"code": "INTERNAL_ERROR", "message": "internal error"}}, 500
-        log.info("search request_id=%s query=%r results=%d status=%d duration_ms=%.1f",
-                 rid, query[:80], count, status, (time.perf_counter() - started) * 1000)
-        return response
+async def _answer_error(ex: Exchange, exc: SearchError) -> None:
+    await ex.respond(exc.status, msgspec.json.encode(exc.body()), exc.header_list())

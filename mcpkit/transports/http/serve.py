@@ -12,6 +12,7 @@ from typing import Any
 
 import trio
 
+from ..._extras import require
 from ...server.app import App
 from ...server.context import STOP_BOUND_S
 from .asgi import HttpApp
@@ -106,7 +107,13 @@ async def _serve_mcpkit(http_app: HttpApp, stop: trio.Event, sockets: list[socke
                 sock.close()
 
 
+def need_hypercorn() -> None:
+    """Refuse ``http_server = "hypercorn"`` in one line when hypercorn is not installed."""
+    require("hypercorn", "http_server = hypercorn (--server hypercorn)")
+
+
 def hyper_config(app: App) -> Any:
+    need_hypercorn()
     from hypercorn.config import Config as HyperConfig
 
     s = app.settings
@@ -130,9 +137,9 @@ def hyper_binds(config: Any, sockets: list[socket.socket]) -> None:
 
 async def _serve_hypercorn(http_app: HttpApp, stop: trio.Event, sockets: list[socket.socket] | None,
                            task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    config = hyper_config(http_app.app)
     from hypercorn.trio import serve
 
-    config = hyper_config(http_app.app)
     if sockets is not None:
         hyper_binds(config, sockets)
     grace = http_app.app.settings.shutdown_grace_s

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hmac
 from typing import Callable, Mapping
 
+from ...._extras import require
 from ....server.auth import AuthSettings, InvalidToken, Principal, TokenVerifier
 
 Factory = Callable[[AuthSettings], TokenVerifier]
@@ -34,9 +35,15 @@ class StaticVerifier:
 
 def builtin_factories() -> dict[str, Factory]:
     from .introspection import IntrospectionVerifier
+
+    return {"jwt": _jwt_verifier, "introspection": IntrospectionVerifier, "static": StaticVerifier}
+
+
+def _jwt_verifier(auth: AuthSettings) -> TokenVerifier:
+    require("oauth", "auth verifier = jwt")  # PyJWT and cryptography: imported only for this verifier
     from .jwt_verifier import JwtVerifier
 
-    return {"jwt": JwtVerifier, "introspection": IntrospectionVerifier, "static": StaticVerifier}
+    return JwtVerifier(auth)
 
 
 def build_verifier(auth: AuthSettings, legacy_token: str | None, plugin_factories: Mapping[str, Factory]) -> TokenVerifier | None:

@@ -1,5 +1,5 @@
-"""A request of mcpkit's own server, handed to the endpoints directly (no ASGI dict), and the
-thin ASGI adapter through which the plain routes (Quart) answer it."""
+"""A request of mcpkit's own server, handed to the endpoints and the plain routes directly
+(no ASGI dict)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import trio
 
-from ..exchange import SSE_HEADERS, AsgiApp, Exchange
+from ..exchange import SSE_HEADERS, Exchange
 from ..wire import BodyTooLarge, Headers
 from ._io import Io
 from ._machine import LAST_CHUNK, Request, chunk, response_head
@@ -96,57 +96,6 @@ class DirectExchange(Exchange):
 
     def cancel_on_disconnect(self) -> "_EofScope":
         return _EofScope(self._conn)
-
-    async def forward(self, app: AsgiApp) -> None:
-        """Run an ASGI application on this request: the body in one message, then
-        http.disconnect when the client goes away; the response framed from its messages."""
-        conn, req = self._conn, self._req
-        scope: dict[str, Any] = {
-            "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": req.http_version,
-            "method": req.method, "scheme": conn.scheme, "path": req.path, "raw_path": req.raw_path,
-            "query_string": req.query, "root_path": "", "headers": req.raw_headers, "client": conn.io.peer,
-            "server": conn.io.local, "extensions": {}, "mcpkit.request_id": self.request_id,
-            "mcpkit.principal": self.principal,
-        }
-        state: dict[str, Any] = {"body_sent": False, "start": None}
-
-        async def receive() -> dict[str, Any]:
-            if not state["body_sent"]:
-                state["body_sent"] = True
-                return {"type": "http.request", "body": req.body, "more_body": False}
-            await conn.wait_disconnect()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            kind = message["type"]
-            if kind == "http.response.start":
-                state["start"] = message
-                return
-            if kind != "http.response.body" or self.finished:
-                return
-            body = message.get("body", b"")
-            more = message.get("more_body", False)
-            start = state["start"]
-            if start is not None:  # the head waits for the first body message: is it all of it?
-                state["start"] = None
-                headers = [(k.lower(), v) for k, v in start.get("headers", [])] + self.extra
-                has_length = any(k == b"content-length" for k, _ in headers)
-                self.status = start["status"]
-                if has_length or not more:
-                    length = None if has_length else len(body)
-                    head = response_head(self.status, headers, length=length, close=self._conn.closes_after(self._req))
-                    self._chunked = False
-                    await conn.write(head if req.method == "HEAD" else head + body)
-                    if not more:
-                        self.finished = True
-                    return
-                await self.start_stream(self.status, headers[: len(headers) - len(self.extra)])
-            if req.method != "HEAD":
-                await self.send_chunk(body)
-            if not more:
-                await self.end_stream()
-
-        await app(scope, receive, send)
 
 
 class _EofScope:
