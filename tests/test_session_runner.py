@@ -8,6 +8,7 @@ requests, batches and the end of a session are checked here once, without socket
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from typing import Any
 
 import trio
@@ -16,6 +17,7 @@ import mcpkit
 from mcpkit.protocol import jsonrpc
 from mcpkit.protocol.session import Cancel, Resolve, ServerSession
 from mcpkit.server.dispatch import Dispatcher
+from mcpkit.server.observe import Observer, RequestRecord
 from mcpkit.server.session_runner import SessionRunner
 from mcpkit.testing import build_app
 
@@ -187,3 +189,46 @@ async def test_closing_cancels_what_runs_and_fails_what_waits_for_the_client() -
     # an answer arriving after the end is not taken for anyone's
     assert core.receive(frame({"jsonrpc": "2.0", "id": question["id"], "result": {}})) == [
         Resolve(question["id"], {}, None, False)]
+
+
+class Watching(Observer):
+    """An observer that writes down what the runner tells it, and whether a request's
+    handler ran inside its ``request`` context."""
+
+    def __init__(self) -> None:
+        self.inside: list[str] = []
+        self.ended_records: list[RequestRecord] = []
+        self.notes: list[tuple[str, str, Any]] = []
+
+    @contextmanager
+    def request(self, rec: RequestRecord):  # type: ignore[override]
+        self.inside.append(f"enter {rec.name}")
+        yield
+        self.inside.append(f"exit {rec.name} {rec.error_type}")
+
+    def ended(self, rec: RequestRecord) -> None:
+        self.ended_records.append(rec)
+
+    def notification(self, method: str, transport: str, session_id: str | None, meta: Any) -> None:
+        self.notes.append((method, transport, meta))
+
+
+async def test_observers_see_each_request_with_its_target_outcome_and_meta() -> None:
+    core, dispatcher, out = await started()
+    watching = Watching()
+    dispatcher.app.observers.add(watching)
+    async with trio.open_nursery() as nursery:
+        runner = SessionRunner(core, dispatcher, out, nursery, transport="http", session_id="s1")
+        await runner.feed(frame(call(1, "report", meta={"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"})))
+        await runner.feed(frame(call(2, "no_such_tool")))
+        await runner.feed(frame(call(3, "wait_a_while", {"seconds": 30})))
+        await settle()
+        await runner.feed(frame({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3, "_meta": {"k": 1}}}))
+        await runner.feed(frame({"jsonrpc": "2.0", "method": "notifications/roots/list_changed", "params": {"_meta": {"k": 2}}}))
+    by_id = {r.request_id: r for r in watching.ended_records}
+    assert by_id[1].name == "tools/call report" and by_id[1].error_type is None and by_id[1].transport == "http"
+    assert by_id[1].session_id == "s1" and by_id[1].meta["traceparent"].startswith("00-aaaa")
+    assert by_id[2].error_type == str(jsonrpc.INVALID_PARAMS) and by_id[2].status_code == jsonrpc.INVALID_PARAMS
+    assert by_id[3].error_type == "cancelled" and by_id[3].duration > 0
+    assert "enter tools/call report" in watching.inside and "exit tools/call report None" in watching.inside
+    assert ("notifications/roots/list_changed", "http", {"k": 2}) in watching.notes

@@ -11,6 +11,7 @@ from .._version import __version__
 from ..protocol.connection import ServerConnection
 from .context import RunningRequests
 from .middleware import Chain
+from .observe import Observers
 from .mrtr import StateSealer
 from .changes import ChangeHub
 from .registry import Registry
@@ -56,6 +57,8 @@ class App:
     #: the registry may change while serving (``mcpkit dev`` reloads plugins): every list
     #: capability is declared, with listChanged, even for a kind nothing offers yet
     reloading: bool = False
+    #: what watches this server (metrics, traces, the console); empty: nothing is reported
+    observers: Observers = field(default_factory=Observers, repr=False)
 
     def __post_init__(self) -> None:
         secret = self.settings.state_secret

@@ -12,12 +12,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+import msgspec
 import trio
 
+from ..protocol.types import MetaOnly
 from ..protocol.jsonrpc import Answer, ErrorObject, RequestId
 from ..protocol.connection import RequestReceived
 from ..protocol.session import Action, Cancel, Notified, Resolve, Run, Send, SendBatch, ServerSession
 from .context import PeerError
+from .observe import Observers, RequestRecord
 
 if TYPE_CHECKING:
     from .dispatch import Dispatcher
@@ -71,8 +74,12 @@ class SessionRunner:
     """
 
     def __init__(self, core: ServerSession, dispatcher: "Dispatcher", outlet: Outlet,
-                 nursery: trio.Nursery | None = None) -> None:
+                 nursery: trio.Nursery | None = None, *, transport: str = "stdio",
+                 session_id: str | None = None) -> None:
         self.core = core
+        #: what observers are told this session is: ``stdio``, ``http`` or ``sse``, and its id
+        self.transport = transport
+        self.session_id = session_id
         self.dispatcher = dispatcher
         self.outlet = outlet
         self.nursery = nursery
@@ -116,8 +123,10 @@ class SessionRunner:
             elif isinstance(action, Resolve):
                 if not self.resolve(action):
                     await self.outlet.elsewhere(action)
-            elif isinstance(action, Notified):
-                pass  # roots/list_changed, progress from the client: nothing to do (yet)
+            elif isinstance(action, Notified):  # roots/list_changed, progress: nothing to do but tell
+                observers = self.dispatcher.app.observers
+                if observers:
+                    observers.notification(action.method, self.transport, self.session_id, _meta_of(action.params))
 
     def resolve(self, action: Resolve) -> bool:
         """Wake the server-to-client request the client answered; False if none waits here."""
@@ -162,7 +171,11 @@ class SessionRunner:
             try:
                 if scopes is None and self.core.track:
                     scopes = self.scopes
-                answer = await self.dispatcher.answer(req, _RequestPeer(self, channel), scopes)
+                observers = self.dispatcher.app.observers
+                if observers:
+                    answer = await self._observed(observers, req, _RequestPeer(self, channel), scopes)
+                else:
+                    answer = await self.dispatcher.answer(req, _RequestPeer(self, channel), scopes)
             finally:
                 actions = self.core.finished(req, answer)
             for action in actions:
@@ -176,6 +189,18 @@ class SessionRunner:
             self.serving -= 1
             if self.serving == 0:
                 self._idle.set()
+
+    async def _observed(self, observers: Observers, req: Any, peer: "_RequestPeer", scopes: Any) -> Answer | None:
+        rec = RequestRecord.of(req, self.transport, self.session_id)
+        try:
+            with observers.request(rec):
+                answer = await self.dispatcher.answer(req, peer, scopes)
+                rec.finish(answer)
+            return answer
+        finally:
+            if not rec.duration:  # left by a cancellation from outside (a shutdown, a lost client)
+                rec.finish(None)
+            observers.ended(rec)
 
     async def ask(self, channel: Channel, method: str, params: dict[str, Any]) -> Any:
         """Send a server-to-client request on ``channel`` and wait for the client's answer."""
@@ -221,6 +246,16 @@ class _RequestPeer:
         close = getattr(self.channel, "close_stream", None)
         if close is not None:
             await close(retry_ms)
+
+
+def _meta_of(params: Any) -> dict[str, Any] | None:
+    """``params._meta`` of a notification, for observers (None when absent or malformed)."""
+    if not isinstance(params, msgspec.Raw):
+        return None
+    try:
+        return msgspec.json.decode(params, type=MetaOnly).meta or None  # type: ignore[return-value]
+    except msgspec.MsgspecError:
+        return None
 
 
 def _describe(error: ErrorObject) -> str:

@@ -114,7 +114,7 @@ class StdioSession:
         conn = app.new_connection()
         conn.owner = f"stdio:{secrets.token_hex(8)}"  # one process, one client: its tasks are its own
         self.core = ServerSession(conn, max_running=app.settings.max_concurrent_requests)
-        self.runner = SessionRunner(self.core, Dispatcher(app), _StdoutOutlet(out), nursery)
+        self.runner = SessionRunner(self.core, Dispatcher(app), _StdoutOutlet(out), nursery, transport="stdio")
 
     async def take(self, line: bytes | Oversized) -> None:
         """One input line: answer it, or start serving it."""

@@ -37,7 +37,7 @@ class _LegacySession:
         self.nursery = nursery
         self.outbox: Outbox[bytes] = Outbox(backlog_bytes)
         self.owner: tuple[str, str] | None = None  # the principal that opened it, if any
-        self.runner = SessionRunner(core, dispatcher, self, nursery)
+        self.runner = SessionRunner(core, dispatcher, self, nursery, transport="sse", session_id=sid)
 
     def push(self, data: bytes) -> None:
         """Queue a message for the stream; a client that lets too much pile up loses it."""

@@ -257,7 +257,8 @@ class Session:
         self.backend = backend
         self.backlog_bytes = backlog_bytes
         self.core = ServerSession(conn, max_running=max_running, ask_prefix=backend.ask_prefix)
-        self.runner = SessionRunner(self.core, dispatcher, _SessionOutlet(sid, backend), nursery)
+        self.runner = SessionRunner(self.core, dispatcher, _SessionOutlet(sid, backend), nursery,
+                                    transport="http", session_id=sid)
         self.streams: dict[str, Stream] = {}
         self.last_seen = trio.current_time()
         self.touched = self.last_seen  # when the backend last heard of it from here

@@ -65,7 +65,7 @@ class Streamable:
         self.dispatcher = sessions.dispatcher
         stateless = app.new_connection(allow_handshake=False)
         self.stateless = ServerSession(stateless, max_running=self.settings.max_connections, track=False)
-        self.stateless_runner = SessionRunner(self.stateless, self.dispatcher, _StatelessOutlet())
+        self.stateless_runner = SessionRunner(self.stateless, self.dispatcher, _StatelessOutlet(), transport="http")
         self.nursery = nursery  # runs session requests, so a dropped connection does not stop them
         self.closing = trio.Event()
         self.step_up = step_up

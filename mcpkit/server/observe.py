@@ -1,0 +1,186 @@
+"""What a running server tells about itself: one small interface that metrics, traces and the
+console implement, fed from the session core and the transports.
+
+An app holds an :class:`Observers` (empty unless telemetry or the console is enabled). Every
+place that reports checks ``if observers:`` first, so a server with nothing watching pays one
+truth test per request and nothing else.
+
+- :meth:`Observer.request` wraps the serving of one request (a context manager: a tracer makes
+  its span current there, so spans the handler starts are its children); :meth:`Observer.ended`
+  then sees the finished :class:`RequestRecord` (duration, error type).
+- :meth:`Observer.notification` — a notification from the client.
+- :meth:`Observer.session_opened` / :meth:`Observer.session_closed` — a session (stdio process,
+  legacy SSE stream, HTTP session) begins or ends.
+- :meth:`Observer.stream_opened` / :meth:`Observer.stream_closed` — an SSE stream toward a client.
+- :meth:`Observer.rejected` — a request refused before it reached a handler (``reason``: a
+  short word: ``sessions``, ``auth``, ``body``, ``slow``, ``deadline``, ``origin`` …).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Union
+
+import msgspec
+
+from ..protocol.connection import RequestReceived
+from ..protocol import jsonrpc
+from ..protocol.jsonrpc import Answer
+from ..protocol.types import CallToolParams
+
+#: ``network.transport`` of each transport, as the OpenTelemetry MCP conventions name them
+NETWORK_TRANSPORT = {"stdio": "pipe", "http": "tcp", "sse": "tcp"}
+
+
+class _Envelope(msgspec.Struct):
+    """The parts of any request's params an observer reads (decoded only when one watches)."""
+
+    name: Union[str, None] = None
+    uri: Union[str, None] = None
+    meta: Union[dict[str, Any], None] = msgspec.field(default=None, name="_meta")
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as observers see it."""
+
+    method: str
+    request_id: Any
+    #: ``stdio``, ``http`` (Streamable HTTP) or ``sse`` (the legacy HTTP+SSE transport)
+    transport: str
+    session_id: str | None
+    protocol_version: str
+    #: the tool or prompt name, or the resource URI (None for other methods)
+    target: str | None = None
+    #: ``params._meta`` as the client sent it (trace context lives there), or None
+    meta: dict[str, Any] | None = None
+    #: the HTTP request's headers (lower-case), where the transport has them
+    headers: dict[str, str] | None = None
+    client_name: str | None = None
+    started: float = field(default_factory=time.perf_counter)
+    #: seconds from start to answer (set when it ends)
+    duration: float = 0.0
+    #: None for success; the JSON-RPC error code as text, ``tool_error`` for a tool's isError
+    #: result, ``cancelled`` when the client cancelled it (no answer)
+    error_type: str | None = None
+    #: the JSON-RPC error code of an error answer
+    status_code: int | None = None
+
+    @classmethod
+    def of(cls, req: RequestReceived, transport: str, session_id: str | None,
+           headers: dict[str, str] | None = None) -> "RequestRecord":
+        try:
+            if req.method == "tools/call":  # decoded once: the handler reuses it
+                env = _from_typed(req.params_as(CallToolParams))
+            elif req.typed is not None:
+                env = _from_typed(req.typed)
+            else:
+                env = jsonrpc.decode_params(req.params, _Envelope)
+        except Exception:  # bad params: the handler answers them; observers see no target
+            env = _Envelope()
+        target = env.name if req.method in ("tools/call", "prompts/get") else env.uri if req.method == "resources/read" else None
+        return cls(req.method, req.id, transport, session_id, req.features.version, target, env.meta,
+                   headers if headers is not None else req.headers, (req.client_info or {}).get("name"))
+
+    def finish(self, answer: Answer | None) -> None:
+        self.duration = time.perf_counter() - self.started
+        if answer is None:
+            self.error_type = "cancelled"
+        elif answer.error is not None:
+            self.status_code = answer.error.code
+            self.error_type = str(answer.error.code)
+        elif isinstance(answer.result, dict) and answer.result.get("isError"):
+            self.error_type = "tool_error"
+
+    @property
+    def name(self) -> str:
+        """The span name the conventions give: ``{method} {target}`` or the method alone."""
+        return f"{self.method} {self.target}" if self.target else self.method
+
+
+def _from_typed(typed: Any) -> _Envelope:
+    meta = getattr(typed, "meta", None)
+    return _Envelope(getattr(typed, "name", None), getattr(typed, "uri", None),
+                     meta if isinstance(meta, dict) else None)
+
+
+class Observer:
+    """Watches a running server; every method is optional (the defaults do nothing)."""
+
+    def request(self, rec: RequestRecord) -> AbstractContextManager[Any]:
+        return nullcontext()
+
+    def ended(self, rec: RequestRecord) -> None:
+        pass
+
+    def notification(self, method: str, transport: str, session_id: str | None, meta: dict[str, Any] | None) -> None:
+        pass
+
+    def session_opened(self, transport: str, session_id: str | None) -> None:
+        pass
+
+    def session_closed(self, transport: str, session_id: str | None, seconds: float) -> None:
+        pass
+
+    def stream_opened(self, transport: str) -> None:
+        pass
+
+    def stream_closed(self, transport: str) -> None:
+        pass
+
+    def rejected(self, reason: str, transport: str) -> None:
+        pass
+
+
+class Observers(Observer):
+    """Every observer of one app, called in the order they were added; false when empty."""
+
+    def __init__(self) -> None:
+        self.members: list[Observer] = []
+
+    def add(self, observer: Observer) -> None:
+        self.members.append(observer)
+
+    def __bool__(self) -> bool:
+        return bool(self.members)
+
+    def __iter__(self) -> Iterator[Observer]:
+        return iter(self.members)
+
+    def request(self, rec: RequestRecord) -> AbstractContextManager[Any]:
+        if len(self.members) == 1:
+            return self.members[0].request(rec)
+        stack = ExitStack()
+        for m in self.members:
+            stack.enter_context(m.request(rec))
+        return stack
+
+    def ended(self, rec: RequestRecord) -> None:
+        for m in self.members:
+            m.ended(rec)
+
+    def notification(self, method: str, transport: str, session_id: str | None, meta: dict[str, Any] | None) -> None:
+        for m in self.members:
+            m.notification(method, transport, session_id, meta)
+
+    def session_opened(self, transport: str, session_id: str | None) -> None:
+        for m in self.members:
+            m.session_opened(transport, session_id)
+
+    def session_closed(self, transport: str, session_id: str | None, seconds: float) -> None:
+        for m in self.members:
+            m.session_closed(transport, session_id, seconds)
+
+    def stream_opened(self, transport: str) -> None:
+        for m in self.members:
+            m.stream_opened(transport)
+
+    def stream_closed(self, transport: str) -> None:
+        for m in self.members:
+            m.stream_closed(transport)
+
+    def rejected(self, reason: str, transport: str) -> None:
+        for m in self.members:
+            m.rejected(reason, transport)
