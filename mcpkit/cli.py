@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
 import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
@@ -137,6 +138,9 @@ def _env_list(name: str, sep: str = ",") -> list[str]:
                    "Required with authorization unless --host is loopback; there it defaults to the bound "
                    "http(s)://127.0.0.1:PORT/mcp (or localhost:PORT).")
 @click.option("--workers", type=int, default=None, help="HTTP worker processes [default: 1].")
+@click.option("--metrics", is_flag=True, default=None,
+              help="Count requests, sessions and refusals; serve them as Prometheus text on GET /metrics "
+                   "(loopback, or the bearer metrics_token). See docs/observability.md.")
 @click.option("--state", metavar="URL", default=None,
               help="Share sessions, streams, notifications and tasks with other processes through Redis: "
                    "redis://host:6379/0 or rediss://... [default: memory, each process its own]. See docs/deploy.md.")
@@ -146,13 +150,13 @@ def _env_list(name: str, sep: str = ",") -> list[str]:
 @click.option("--keyfile", type=click.Path(exists=True, dir_okay=False), default=None, help="The private key of --certfile (PEM).")
 @_selection
 def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
-          auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, state: str | None, http_server: str | None, certfile: str | None, keyfile: str | None,
+          auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, metrics: bool | None, state: str | None, http_server: str | None, certfile: str | None, keyfile: str | None,
           only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
           upstreams: tuple[str, ...], paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
     """Serve the installed plugins' tools over MCP (stdio by default), the plugins in the module
     files or package folders PATH (each named after its file or folder), and any MCP server
     named with --upstream or [upstreams.NAME] (docs/gateway.md)."""
-    given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("state", state), ("http_server", http_server),
+    given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("metrics", metrics), ("state", state), ("http_server", http_server),
              ("certfile", certfile), ("keyfile", keyfile))
     overrides: dict[str, Any] = {k: v for k, v in given if v is not None}
     if allow_origins:
@@ -190,14 +194,8 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
             _start_check(need_hypercorn)
         log_http_requests()  # in every process: the workers inherit it (or set it up the same way)
     if transport != "stdio" and app.settings.workers > 1:
-        if app.settings.http_server == "hypercorn":
-            from .transports.http.hypercorn_workers import run_workers
-
-            return run_workers(selection, overrides, app.settings.workers)
-        from .plugins.loader import lifespans as plugin_lifespans
-        from .transports.http.forked_workers import run_forked
-
-        return run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
+        with _shared_metrics_dir(app, overrides):
+            return _serve_workers(app, loaded, config, strict, transport, selection, overrides)
     import trio
 
     from .plugins.loader import lifespans
@@ -229,6 +227,38 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
         for sock in sockets:
             sock.close()
     return 0
+
+
+def _serve_workers(app: Any, loaded: Any, config: Any, strict: bool, transport: str, selection: dict[str, Any],
+                   overrides: dict[str, Any]) -> int:
+    if app.settings.http_server == "hypercorn":
+        from .transports.http.hypercorn_workers import run_workers
+
+        return run_workers(selection, overrides, app.settings.workers)
+    from .plugins.loader import lifespans as plugin_lifespans
+    from .transports.http.forked_workers import run_forked
+
+    return run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
+
+
+@contextlib.contextmanager
+def _shared_metrics_dir(app: Any, overrides: dict[str, Any]) -> Iterator[None]:
+    """With --metrics and --workers, the folder where the workers share their metrics (made
+    here and removed at the end, unless metrics_dir names one), so /metrics on any worker
+    shows them all."""
+    s = app.settings
+    if not s.metrics or s.metrics_dir:
+        yield
+        return
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="mcpkit-metrics-")
+    s.metrics_dir = overrides["metrics_dir"] = folder  # forked workers inherit it; hypercorn's get it passed
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
