@@ -184,6 +184,9 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
     """Serve until stopped; the exit status. What stops the start is a StartupError (one line)."""
     import socket
 
+    from .server.metrics_otlp import check_otlp_extra
+
+    _start_check(check_otlp_extra)
     if transport != "stdio":
         from .server.logs import log_http_requests
 
@@ -210,9 +213,17 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
         from .server.lifespan import plugin_lifespans
         from .transports.stdio import serve_stdio
 
-        async with plugin_lifespans(app, lifespans(loaded, config), strict=strict):
-            click.echo(f"mcpkit: {serving_summary(app)} on stdio", err=True)
-            await serve_stdio(app)
+        from .server.metrics_otlp import enable_otlp_metrics
+
+        otlp = enable_otlp_metrics(app)
+        try:
+            async with plugin_lifespans(app, lifespans(loaded, config), strict=strict):
+                click.echo(f"mcpkit: {serving_summary(app)} on stdio", err=True)
+                await serve_stdio(app)
+        finally:
+            if otlp is not None:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(otlp.close)
 
     async def run_http() -> None:
         from .transports.http.serve import serve_http

@@ -136,26 +136,10 @@ class MetricsObserver(Observer):
         return _NULL
 
     def ended(self, rec: RequestRecord) -> None:
-        transport = rec.transport
-        self._in_flight[transport] -= 1
-        method, target = rec.method, rec.target
-        tool = prompt = operation = ""
-        if method == "tools/call":
-            operation = "execute_tool"
-            tool = target if target in self.app.registry.tools else _OTHER  # a client names what it likes
-        elif method == "prompts/get":
-            prompt = target if target in self.app.registry.prompts else _OTHER
-        error = rec.error_type
-        if error is not None:
-            if error == "-32601":  # method not found: the name is the client's invention
-                method = _OTHER
-            elif error == "-32001":  # it ran out of time (default_timeout)
-                self.store.add("mcpkit.requests.rejected", ("deadline", transport))
-        status = "" if rec.status_code is None else str(rec.status_code)
-        self.store.observe("mcp.server.operation.duration",
-                           (method, tool or "", prompt or "", operation, error or "", status, rec.protocol_version or "",
-                            NETWORK_TRANSPORT.get(transport, ""), "" if transport == "stdio" else "http"),
-                           rec.duration)
+        self._in_flight[rec.transport] -= 1
+        if rec.error_type is not None and ran_out_of_time(self.app, rec):
+            self.store.add("mcpkit.requests.rejected", ("deadline", rec.transport))
+        self.store.observe("mcp.server.operation.duration", operation_labels(self.app, rec), rec.duration)
 
     # -- the rest ------------------------------------------------------------------------------
     def notification(self, method: str, transport: str, session_id: str | None, meta: dict[str, Any] | None) -> None:
@@ -167,9 +151,7 @@ class MetricsObserver(Observer):
 
     def session_closed(self, transport: str, session_id: str | None, seconds: float) -> None:
         self.store.add("mcpkit.sessions.open", (transport,), -1)
-        self.store.observe("mcp.server.session.duration",
-                           (NETWORK_TRANSPORT.get(transport, ""), "" if transport == "stdio" else "http", transport),
-                           seconds)
+        self.store.observe("mcp.server.session.duration", session_labels(transport), seconds)
 
     def stream_opened(self, transport: str) -> None:
         self.store.add("mcpkit.sse_streams.open", (transport,))
@@ -201,6 +183,42 @@ class MetricsObserver(Observer):
             store.gauges["mcpkit.state.up"] = {(): 1.0 if self.app.shared.ok else 0.0}
         store.gauges["mcpkit.workers"] = {(): 1.0}
         return store
+
+
+def operation_labels(app: "App", rec: RequestRecord) -> Labels:
+    """The values of OPERATION_LABELS for one finished request ("" where one does not apply).
+    Names a client invents (an unknown tool, prompt or method) become ``_OTHER``: a client
+    cannot make series without end."""
+    method, target, transport = rec.method, rec.target, rec.transport
+    tool = prompt = operation = ""
+    if method == "tools/call":
+        operation = "execute_tool"
+        tool = target if target in app.registry.tools else _OTHER
+    elif method == "prompts/get":
+        prompt = target if target in app.registry.prompts else _OTHER
+    error = rec.error_type
+    if error == "-32601":  # method not found
+        method = _OTHER
+    return (method, tool or "", prompt or "", operation, error or "", "" if rec.status_code is None else str(rec.status_code),
+            rec.protocol_version or "", NETWORK_TRANSPORT.get(transport, ""), "" if transport == "stdio" else "http")
+
+
+def ran_out_of_time(app: "App", rec: RequestRecord) -> bool:
+    """The request was stopped at its deadline: -32001, or a tool's "timed out" error result
+    (an error result that took the tool's whole timeout)."""
+    if rec.error_type == "-32001":
+        return True
+    if rec.error_type != "tool_error" or rec.target is None:
+        return False
+    tool = app.registry.tools.get(rec.target)
+    if tool is None:
+        return False
+    timeout = getattr(tool, "timeout", None) or app.settings.default_timeout
+    return rec.duration >= timeout
+
+
+def session_labels(transport: str) -> Labels:
+    return (NETWORK_TRANSPORT.get(transport, ""), "" if transport == "stdio" else "http", transport)
 
 
 # -- several workers ---------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ...server.dispatch import Dispatcher
 from ...server.context import STOP_BOUND_S
 from ...server.lifespan import plugin_lifespans
 from ...server.metrics import enable_metrics
+from ...server.metrics_otlp import enable_otlp_metrics
 from ...server.redis_link import StateUnavailable
 from .legacy_sse import LegacySse
 from .routes import plain_routes
@@ -96,6 +97,7 @@ class HttpApp:
         """Plugin lifespans, the session expiry and change forwarding: held
         open while a server serves this app. On exit the sessions end (after the drain)."""
         s = self.app.settings
+        otlp = enable_otlp_metrics(self.app)  # here: in each worker, after the fork
         sink = stderr_sink()  # the server log, too, never blocks the event loop
         async with logging_through(sink), plugin_lifespans(self.app, self.lifespans, strict=self.strict), \
                 trio.open_nursery() as nursery:
@@ -126,6 +128,9 @@ class HttpApp:
                 if self.auth is not None:
                     with trio.CancelScope(shield=True):
                         await self.auth.aclose()
+                if otlp is not None:
+                    with trio.CancelScope(shield=True):
+                        await trio.to_thread.run_sync(otlp.close)
 
     async def leave_when_orphaned(self, fd: int) -> None:
         """A hypercorn worker whose supervisor died: shut down as the supervisor would have
