@@ -11,7 +11,7 @@ PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml
 # ranking) are installed too, so `make serve` can use every setting and `make test` tests them all.
 EDITABLES   := -e '.[test,dev,redis,oauth,hypercorn,otel]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
 
-.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-gateway bench-scaleout bench-io dist fuzz clean
+.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-telemetry bench-gateway bench-scaleout bench-io dist fuzz clean
 
 install: $(STAMP)
 
@@ -102,6 +102,11 @@ bench-io: install fixtures test-tools $(VENV)/.bench-io-installed bench/ts/node_
 bench-http: install fixtures
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_http.py
+
+# What telemetry costs on the stateless tools/call path: off, --metrics, and --metrics plus OTLP.
+bench-telemetry: install fixtures
+	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
+	$(PY) bench/bench_telemetry.py
 
 # mcpkit direct, through its gateway (stdio and HTTP upstreams) and FastMCP's proxy (installed
 # into .bench/fastmcp-venv on first use), side by side (docs/benchmarks.md).

@@ -128,6 +128,10 @@ class MetricsObserver(Observer):
         self.app = app
         self.store = store if store is not None else MetricStore()
         self._in_flight: dict[str, int] = {}
+        #: what a finished request is told apart by -> its histogram cell (the labels worked
+        #: out once); emptied when the registry is replaced (a tool may have come or gone)
+        self._cells: dict[tuple[Any, ...], list[float]] = {}
+        self._registry = app.registry
 
     # -- the hot path ------------------------------------------------------------------------------
     def request(self, rec: RequestRecord) -> Any:
@@ -137,9 +141,30 @@ class MetricsObserver(Observer):
 
     def ended(self, rec: RequestRecord) -> None:
         self._in_flight[rec.transport] -= 1
-        if rec.error_type is not None and ran_out_of_time(self.app, rec):
+        error = rec.error_type
+        if error is not None and ran_out_of_time(self.app, rec):
             self.store.add("mcpkit.requests.rejected", ("deadline", rec.transport))
-        self.store.observe("mcp.server.operation.duration", operation_labels(self.app, rec), rec.duration)
+        key = (rec.method, rec.target, error, rec.status_code, rec.protocol_version, rec.transport)
+        cell = self._cells.get(key)
+        if cell is None or self._registry is not self.app.registry:
+            cell = self._cell(key, rec)
+        duration = rec.duration
+        cell[bisect.bisect_left(DURATION_BUCKETS, duration)] += 1
+        cell[-1] += duration
+
+    def _cell(self, key: tuple[Any, ...], rec: RequestRecord) -> list[float]:
+        if self._registry is not self.app.registry or len(self._cells) >= MAX_SERIES:
+            self._cells.clear()  # keys hold names clients chose: bounded like the series
+            self._registry = self.app.registry
+        series = self.store.hist.setdefault("mcp.server.operation.duration", {})
+        labels = operation_labels(self.app, rec)
+        if labels not in series and len(series) >= MAX_SERIES:
+            labels = (_OTHER,) * len(labels)
+        cell = series.get(labels)
+        if cell is None:
+            cell = series[labels] = [0.0] * (len(DURATION_BUCKETS) + 2)
+        self._cells[key] = cell
+        return cell
 
     # -- the rest ------------------------------------------------------------------------------
     def notification(self, method: str, transport: str, session_id: str | None, meta: dict[str, Any] | None) -> None:
