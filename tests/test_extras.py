@@ -73,6 +73,8 @@ def test_the_core_serves_stdio_without_any_extra(lean: Path) -> None:
 REDIS = "state = redis://… needs the redis extra: pip install 'mcpkit[redis]'"
 OAUTH = "auth verifier = jwt needs the oauth extra: pip install 'mcpkit[oauth]'"
 HYPERCORN = "http_server = hypercorn (--server hypercorn) needs the hypercorn extra: pip install 'mcpkit[hypercorn]'"
+OTEL = ("OTLP export (OTEL_METRICS_EXPORTER / OTEL_EXPORTER_OTLP_ENDPOINT) needs the otel extra: "
+        "pip install 'mcpkit[otel]'")
 JWT_AUTH = ("--auth", "jwt", "--auth-issuer", "https://issuer.example", "--auth-resource", "http://127.0.0.1:8000/mcp")
 
 
@@ -86,7 +88,10 @@ JWT_AUTH = ("--auth", "jwt", "--auth-issuer", "https://issuer.example", "--auth-
     (("hypercorn",), ("--transport", "http", "--port", "0", "--server", "hypercorn"), {}, HYPERCORN),
     (("hypercorn",), ("--transport", "http", "--port", "0", "--server", "hypercorn", "--workers", "2"), {}, HYPERCORN),
     (("hypercorn",), ("--transport", "sse", "--port", "0"), {"MCPKIT_HTTP_SERVER": "hypercorn"}, HYPERCORN),
-], ids=["redis-stdio", "redis-http", "redis-workers", "jwt", "jwt-crypto", "hypercorn", "hypercorn-workers", "hypercorn-env"])
+    (("opentelemetry-sdk",), ("--transport", "http", "--port", "0", "--metrics"), {"OTEL_METRICS_EXPORTER": "otlp"}, OTEL),
+    (("opentelemetry-exporter-otlp-proto-http",), (), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}, OTEL),
+], ids=["redis-stdio", "redis-http", "redis-workers", "jwt", "jwt-crypto", "hypercorn", "hypercorn-workers", "hypercorn-env",
+        "otel-http", "otel-stdio"])
 def test_a_setting_without_its_extra_stops_in_one_line(tmp_path: Path, without: tuple[str, ...], args: tuple[str, ...],
                                                        env: dict[str, str], line: str) -> None:
     venv = project_venv(tmp_path / "venv", without=without)

@@ -228,6 +228,16 @@ def test_prometheus_scrapes_the_operation_histogram_with_counts_and_labels(hello
         failed = prom.wait_for('mcp_server_operation_duration_seconds_count{gen_ai_tool_name="fail"}', 1)
         assert failed[0]["metric"]["error_type"] == "tool_error"
         assert result
+        # every query of the Grafana dashboard in docs/ is valid PromQL over these names, and the
+        # per-tool ones find the tool
+        dashboard = json.loads((Path(__file__).parent.parent / "docs" / "grafana-mcpkit.json").read_text())
+        exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+        assert len(exprs) >= 10
+        time.sleep(2)  # two scrapes past the calls: rates over them are defined
+        for expr in exprs:
+            result = prom.query(expr.replace("$__rate_interval", "1m").replace("$job", ".*"))
+            if "gen_ai_tool_name" in expr and "histogram_quantile" not in expr:
+                assert any(r["metric"].get("gen_ai_tool_name") == "greet" for r in result), (expr, result)
 
 
 def _meta() -> dict[str, Any]:
@@ -348,3 +358,76 @@ def test_metrics_from_elsewhere_need_the_token() -> None:
     app2 = App(Registry(), Settings(metrics=True))
     enable_metrics(app2)
     assert not MetricsRoute(app2).allowed(Peer("192.0.2.7", {"authorization": "Bearer "}))
+
+
+# -- OTLP ----------------------------------------------------------------------------------------------
+class OtlpReceiver:
+    """A real OTLP/HTTP endpoint: decodes every ExportMetricsServiceRequest it is sent."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+        received: list[Any] = []
+        self.received = received
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                data = self.rfile.read(int(self.headers["content-length"]))
+                if self.path == "/v1/metrics":
+                    msg = ExportMetricsServiceRequest()
+                    msg.ParseFromString(data)
+                    received.append(msg)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def points(self, name: str) -> list[tuple[dict[str, str], Any, dict[str, str]]]:
+        """(attributes, data point, resource attributes) of every ``name`` point received."""
+        out = []
+        for req in list(self.received):
+            for rm in req.resource_metrics:
+                resource = {a.key: a.value.string_value for a in rm.resource.attributes}
+                for sm in rm.scope_metrics:
+                    for m in sm.metrics:
+                        if m.name == name:
+                            data = m.histogram if m.HasField("histogram") else m.sum if m.HasField("sum") else m.gauge
+                            for p in data.data_points:
+                                out.append(({a.key: a.value.string_value for a in p.attributes}, p, resource))
+        return out
+
+
+def test_metrics_go_out_over_otlp_when_the_environment_asks(hello: Any) -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="the otel extra (make install puts it in the test venv)")
+    receiver = OtlpReceiver()
+    env = {"OTEL_METRICS_EXPORTER": "otlp", "OTEL_TRACES_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+           "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}", "OTEL_METRIC_EXPORT_INTERVAL": "300"}
+    with HttpServer("--plugin", "hello", env=env) as server:  # no --metrics: OTLP alone
+        assert server.call("GET", "/metrics")[0] == 404
+        call_greet(server, 4)
+        assert server.call("POST", "/mcp", {}, {"Origin": "http://evil.example"})[0] == 403
+
+        def greet_count() -> int:
+            counts = [p.count for attrs, p, _ in receiver.points("mcp.server.operation.duration")
+                      if attrs.get("gen_ai.tool.name") == "greet"]
+            return counts[-1] if counts else 0
+
+        assert wait_until(lambda: greet_count() == 4, 15), receiver.points("mcp.server.operation.duration")
+        attrs, point, resource = [x for x in receiver.points("mcp.server.operation.duration")
+                                  if x[0].get("gen_ai.tool.name") == "greet"][-1]
+        assert attrs["mcp.method.name"] == "tools/call" and attrs["gen_ai.operation.name"] == "execute_tool"
+        assert attrs["network.transport"] == "tcp" and "error.type" not in attrs
+        assert list(point.explicit_bounds) == list(DURATION_BUCKETS)
+        assert resource["service.name"] == "mcpkit" and resource["service.instance.id"].endswith(str(server.proc.pid))
+        assert wait_until(lambda: any(a == {"reason": "origin", "mcp.transport": "http"} and p.as_int == 1
+                                      for a, p, _ in receiver.points("mcpkit.requests.rejected")), 10)

@@ -260,6 +260,8 @@ class Streamable:
         if json_ok and answered and not channel.wants_sse:
             stream.detach(box)
             busy_now = channel.final is not None and busy_status(channel.final)
+            if busy_now and self.app.observers:
+                self.app.observers.rejected("limits", "http")
             await ex.respond(503 if busy_now else 200, first[1], RETRY_SOON if busy_now else None)
             return
         polling = run.request.features.version >= "2025-11-25"
