@@ -431,3 +431,27 @@ def test_metrics_go_out_over_otlp_when_the_environment_asks(hello: Any) -> None:
         assert resource["service.name"] == "mcpkit" and resource["service.instance.id"].endswith(str(server.proc.pid))
         assert wait_until(lambda: any(a == {"reason": "origin", "mcp.transport": "http"} and p.as_int == 1
                                       for a, p, _ in receiver.points("mcpkit.requests.rejected")), 10)
+
+
+def test_stdio_sessions_and_calls_go_out_over_otlp_at_exit(hello: Any) -> None:
+    """Over stdio there is no /metrics: OTLP carries them, the last export when the process ends."""
+    pytest.importorskip("opentelemetry.sdk", reason="the otel extra (make install puts it in the test venv)")
+    from .helpers import MCPKIT
+
+    receiver = OtlpReceiver()
+    env = {**os.environ, "OTEL_METRICS_EXPORTER": "otlp", "OTEL_TRACES_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+           "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}", "OTEL_METRIC_EXPORT_INTERVAL": "60000"}
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "greet", "arguments": {"name": "a"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "greet", "arguments": {"name": "b"}}}]
+    proc = subprocess.run([MCPKIT, "serve", "--plugin", "hello"], input="".join(json.dumps(m) + "\n" for m in lines),
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == 3  # initialize and both calls answered
+    sessions = receiver.points("mcp.server.session.duration")
+    assert [(a, p.count) for a, p, _ in sessions] == [({"network.transport": "pipe", "mcp.transport": "stdio"}, 1)]
+    calls = [(a, p.count) for a, p, _ in receiver.points("mcp.server.operation.duration")
+             if a.get("gen_ai.tool.name") == "greet"]
+    assert len(calls) == 1 and calls[0][1] == 2 and calls[0][0]["network.transport"] == "pipe", calls

@@ -36,16 +36,17 @@ RESTART_WINDOW_S = 30.0
 def run_forked(app: App, lifespans: list[tuple[str, Any]], *, strict: bool = False, legacy_only: bool = False) -> int:
     s = app.settings
     (sock,) = listen(s)  # a port in use or a bad certificate fails here, once, not in every worker
-    for url in urls([sock], bool(s.certfile)):
-        print(f"mcpkit: serving MCP on {url}/mcp (legacy SSE on {url}/sse) with {s.workers} workers",
-              file=sys.stderr, flush=True)
     stopping = False
 
     def on_signal(signum: int, frame: Any) -> None:
         nonlocal stopping
         stopping = True
 
+    # before the banner: whoever reads it may stop the server at once (SIGTERM), and is heard
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for url in urls([sock], bool(s.certfile)):
+        print(f"mcpkit: serving MCP on {url}/mcp (legacy SSE on {url}/sse) with {s.workers} workers",
+              file=sys.stderr, flush=True)
     children: dict[int, float] = {}
     deaths: list[float] = []
     lifeline = os.pipe()  # never written: its end tells the workers that the parent is gone
