@@ -216,14 +216,13 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
         from .server.metrics_otlp import enable_otlp_metrics
 
         otlp = enable_otlp_metrics(app)
-        try:
+        async with trio.open_nursery() as nursery:
+            if otlp is not None:
+                nursery.start_soon(otlp.export_forever)  # the last export when the nursery ends
             async with plugin_lifespans(app, lifespans(loaded, config), strict=strict):
                 click.echo(f"mcpkit: {serving_summary(app)} on stdio", err=True)
                 await serve_stdio(app)
-        finally:
-            if otlp is not None:
-                with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(otlp.close)
+            nursery.cancel_scope.cancel()
 
     async def run_http() -> None:
         from .transports.http.serve import serve_http

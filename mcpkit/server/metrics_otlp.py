@@ -3,28 +3,31 @@ standard OpenTelemetry variables ask for it.
 
 Asked for means: ``OTEL_METRICS_EXPORTER`` lists ``otlp``; or it is unset and an OTLP endpoint
 is (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``: the SDK's
-default exporter is OTLP). ``OTEL_SDK_DISABLED=true`` turns it off. Everything else —
-endpoint, headers, interval (``OTEL_METRIC_EXPORT_INTERVAL``), ``OTEL_SERVICE_NAME`` — is the
-SDK's to read. It works on every transport, stdio included, and in every worker (each exports
-its own numbers; the collector adds them up by ``service.instance.id``).
+default exporter is OTLP). ``OTEL_SDK_DISABLED=true`` turns it off. The endpoint, headers and
+timeout are the OTLP exporter's to read; ``OTEL_METRIC_EXPORT_INTERVAL`` (ms, default 60,000)
+sets how often; ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` name the service.
 
-OpenTelemetry is imported only here, and only when export is asked for.
+Nothing more happens per request than with ``--metrics``: the requests are counted into the
+same :class:`~.metrics.MetricStore`, and every interval (and once at the end) its numbers are
+turned into OTLP data points (cumulative) and sent, in a worker thread. Each process exports its
+own numbers with its own ``service.instance.id``; a collector adds up the workers. It works on
+every transport, stdio included. OpenTelemetry is imported only here, and only when asked for.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .._extras import require
-from .observe import Observer, RequestRecord
-from .metrics import (
-    DURATION_BUCKETS, METRICS, OPERATION_LABELS, SESSION_LABELS, operation_labels, ran_out_of_time, session_labels,
-)
+from .metrics import DURATION_BUCKETS, METRICS, MetricStore, enable_metrics
 
 if TYPE_CHECKING:
     from .app import App
 
+log = logging.getLogger("mcpkit.metrics")
 #: how a missing extra is named in the one-line error
 WHAT = "OTLP export (OTEL_METRICS_EXPORTER / OTEL_EXPORTER_OTLP_ENDPOINT)"
 
@@ -46,113 +49,93 @@ def check_otlp_extra() -> None:
         require("otel", WHAT)
 
 
-class OtlpMetrics(Observer):
-    """Records into OpenTelemetry instruments; a periodic reader exports them."""
+class OtlpMetrics:
+    """Sends the numbers of one process's :class:`~.metrics.Metrics` over OTLP/HTTP."""
 
     def __init__(self, app: "App") -> None:
         require("otel", WHAT)
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.metrics import Observation
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.resources import Resource
+
+        self.metrics = enable_metrics(app)  # the store the requests are counted into (no route unless --metrics)
+        attrs = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": app.settings.name or "mcpkit"}
+        attrs["service.instance.id"] = f"{os.uname().nodename}:{os.getpid()}"
+        self.resource = Resource.create(attrs)
+        self.exporter = OTLPMetricExporter()
+        self.started_ns = time.time_ns()
+        try:
+            self.interval = max(float(os.environ.get("OTEL_METRIC_EXPORT_INTERVAL", "60000")) / 1000, 0.1)
+        except ValueError:
+            self.interval = 60.0
+
+    def data(self, store: MetricStore) -> Any:
+        """``store`` as OTLP data (the SDK's MetricsData), cumulative since the start."""
+        from opentelemetry.sdk.metrics.export import (
+            AggregationTemporality, Gauge, Histogram, HistogramDataPoint, Metric, MetricsData, NumberDataPoint,
+            ResourceMetrics, ScopeMetrics, Sum,
+        )
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
         from .._version import __version__
 
-        self.app = app
-        attrs = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": app.settings.name or "mcpkit"}
-        attrs["service.instance.id"] = f"{os.uname().nodename}:{os.getpid()}"
-        self.provider = MeterProvider(metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())],
-                                      resource=Resource.create(attrs))
-        meter = self.provider.get_meter("mcpkit", __version__)
+        start, now = self.started_ns, time.time_ns()
+        cumulative = AggregationTemporality.CUMULATIVE
         bounds = list(DURATION_BUCKETS)
+        out = []
+        for name, (kind, unit, help_text, label_names, _) in METRICS.items():
+            if name == "mcpkit.workers":
+                continue  # the collector counts the instances
+            if kind == "histogram":
+                points = [HistogramDataPoint(_attributes(label_names, labels), start, now, int(sum(cell[:-1])), cell[-1],
+                                             [int(c) for c in cell[:-1]], bounds, None, None)  # type: ignore[arg-type]
+                          for labels, cell in store.hist.get(name, {}).items()]
+                data: Any = Histogram(points, cumulative) if points else None
+            else:
+                table = store.counters if kind == "counter" else store.gauges
+                numbers = [NumberDataPoint(_attributes(label_names, labels), start, now, _number(v))
+                           for labels, v in table.get(name, {}).items()]
+                data = (Sum(numbers, cumulative, True) if kind == "counter" else Gauge(numbers)) if numbers else None
+            if data is not None:
+                out.append(Metric(name, help_text, unit or "1", data))
+        scope = InstrumentationScope("mcpkit", __version__)
+        return MetricsData([ResourceMetrics(self.resource, [ScopeMetrics(scope, out, "")], "")])
 
-        def hist(name: str) -> Any:
-            return meter.create_histogram(name, unit="s", description=METRICS[name][2],
-                                          explicit_bucket_boundaries_advisory=bounds)
+    def export(self) -> None:
+        """Send the numbers now (blocking: call it in a thread)."""
+        try:
+            self.exporter.export(self.data(self.metrics.observer.collect()))
+        except Exception as exc:  # the exporter logs failed sends itself; anything else must not stop serving
+            log.warning("OTLP metrics export failed: %s", exc)
 
-        def updown(name: str) -> Any:
-            return meter.create_up_down_counter(name, description=METRICS[name][2])
+    async def export_forever(self) -> None:
+        """Every interval, and once more when stopped (bounded by the exporter's timeout)."""
+        import trio
 
-        self.operation = hist("mcp.server.operation.duration")
-        self.session = hist("mcp.server.session.duration")
-        self.in_flight = updown("mcpkit.requests.in_flight")
-        self.sessions = updown("mcpkit.sessions.open")
-        self.streams = updown("mcpkit.sse_streams.open")
-        self.rejections = meter.create_counter("mcpkit.requests.rejected", description=METRICS["mcpkit.requests.rejected"][2])
-        self.notifications = meter.create_counter("mcpkit.notifications", description=METRICS["mcpkit.notifications"][2])
-
-        def tasks(options: Any) -> Any:
-            counts: dict[str, int] = {}
-            for run in list(app.tasks.running.values()):
-                status = str(getattr(run.record, "status", "working"))
-                counts[status] = counts.get(status, 0) + 1
-            return [Observation(n, {"status": s}) for s, n in counts.items()]
-
-        def upstreams(options: Any) -> Any:
-            out = []
-            for plugin in app.plugins:
-                if plugin.loaded and plugin.status is not None:
-                    try:
-                        up = plugin.status().get("state") == "connected"
-                    except Exception:
-                        up = False
-                    out.append(Observation(1 if up else 0, {"upstream": plugin.name}))
-            return out
-
-        def state(options: Any) -> Any:
-            return [] if app.shared is None else [Observation(1 if app.shared.ok else 0)]
-
-        meter.create_observable_gauge("mcpkit.tasks", [tasks], description=METRICS["mcpkit.tasks"][2])
-        meter.create_observable_gauge("mcpkit.upstream.up", [upstreams], description=METRICS["mcpkit.upstream.up"][2])
-        meter.create_observable_gauge("mcpkit.state.up", [state], description=METRICS["mcpkit.state.up"][2])
-
-    def request(self, rec: RequestRecord) -> Any:
-        self.in_flight.add(1, {"mcp.transport": rec.transport})
-        return super().request(rec)
-
-    def ended(self, rec: RequestRecord) -> None:
-        self.in_flight.add(-1, {"mcp.transport": rec.transport})
-        if rec.error_type is not None and ran_out_of_time(self.app, rec):
-            self.rejections.add(1, {"reason": "deadline", "mcp.transport": rec.transport})
-        self.operation.record(rec.duration, _attributes(OPERATION_LABELS, operation_labels(self.app, rec)))
-
-    def notification(self, method: str, transport: str, session_id: str | None, meta: dict[str, Any] | None) -> None:
-        known = method.startswith("notifications/") and len(method) < 64
-        self.notifications.add(1, {"mcp.method.name": method if known else "_OTHER"})
-
-    def session_opened(self, transport: str, session_id: str | None) -> None:
-        self.sessions.add(1, {"mcp.transport": transport})
-
-    def session_closed(self, transport: str, session_id: str | None, seconds: float) -> None:
-        self.sessions.add(-1, {"mcp.transport": transport})
-        self.session.record(seconds, _attributes(SESSION_LABELS, session_labels(transport)))
-
-    def stream_opened(self, transport: str) -> None:
-        self.streams.add(1, {"mcp.transport": transport})
-
-    def stream_closed(self, transport: str) -> None:
-        self.streams.add(-1, {"mcp.transport": transport})
-
-    def rejected(self, reason: str, transport: str) -> None:
-        self.rejections.add(1, {"reason": reason, "mcp.transport": transport})
+        try:
+            while True:
+                await trio.sleep(self.interval)
+                await trio.to_thread.run_sync(self.export)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.close)
 
     def close(self) -> None:
-        """Export what is left, then stop (bounded by the exporter's timeout)."""
-        self.provider.shutdown()
+        self.export()
+        self.exporter.shutdown()
 
 
 def _attributes(names: tuple[str, ...], values: tuple[str, ...]) -> dict[str, str]:
     return {n: v for n, v in zip(names, values) if v != ""}
 
 
+def _number(v: float) -> int | float:
+    return int(v) if float(v).is_integer() else v
+
+
 def enable_otlp_metrics(app: "App") -> OtlpMetrics | None:
-    """Export metrics over OTLP if the environment asks for it (then once per process)."""
-    if not otlp_metrics_wanted():
-        return None
-    otlp = OtlpMetrics(app)
-    app.observers.add(otlp)
-    return otlp
+    """An exporter of ``app``'s metrics if the environment asks for one, else None; run its
+    :meth:`OtlpMetrics.export_forever` while serving."""
+    return OtlpMetrics(app) if otlp_metrics_wanted() else None
 
 
 __all__ = ["OtlpMetrics", "check_otlp_extra", "enable_otlp_metrics", "otlp_metrics_wanted"]

@@ -104,6 +104,8 @@ class HttpApp:
             nursery.start_soon(sink.flush_forever)
             if self.access.enabled:
                 nursery.start_soon(self.access.write_forever)
+            if otlp is not None:
+                nursery.start_soon(otlp.export_forever)
             if self.app.metrics is not None:
                 nursery.start_soon(self.app.metrics.share_forever)
             stack = contextlib.ExitStack()
@@ -128,9 +130,7 @@ class HttpApp:
                 if self.auth is not None:
                     with trio.CancelScope(shield=True):
                         await self.auth.aclose()
-                if otlp is not None:
-                    with trio.CancelScope(shield=True):
-                        await trio.to_thread.run_sync(otlp.close)
+
 
     async def leave_when_orphaned(self, fd: int) -> None:
         """A hypercorn worker whose supervisor died: shut down as the supervisor would have

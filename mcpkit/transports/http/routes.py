@@ -88,7 +88,7 @@ def plain_routes(app: App) -> PlainRoutes:
 
     routes.add("/healthz", healthz)
     routes.add("/mcp/search", SearchApi(app).serve, methods=None)
-    if app.metrics is not None:  # --metrics: otherwise /metrics is a path like any other (404)
+    if app.settings.metrics and app.metrics is not None:  # --metrics: otherwise /metrics is a path like any other (404)
         routes.add("/metrics", MetricsRoute(app).serve)
     return routes
 
