@@ -55,7 +55,7 @@ METRICS: dict[str, tuple[str, str, str, tuple[str, ...], str]] = {
                                       "receipt until the answer is sent", OPERATION_LABELS, ""),
     "mcp.server.session.duration": ("histogram", "s", "Duration of an MCP session as observed on the server",
                                     SESSION_LABELS, ""),
-    "mcpkit.requests.in_flight": ("gauge", "", "MCP requests being served", ("mcp.transport",), "sum"),
+    "mcpkit.requests.in_flight": ("gauge", "", "MCP requests being served (in handlers, every transport)", (), "sum"),
     "mcpkit.sessions.open": ("gauge", "", "Open MCP sessions (stdio process, legacy SSE stream, HTTP session)",
                              ("mcp.transport",), "sum"),
     "mcpkit.sse_streams.open": ("gauge", "", "Open SSE streams toward clients", ("mcp.transport",), "sum"),
@@ -127,20 +127,16 @@ class MetricsObserver(Observer):
     def __init__(self, app: "App", store: MetricStore | None = None) -> None:
         self.app = app
         self.store = store if store is not None else MetricStore()
-        self._in_flight: dict[str, int] = {}
         #: what a finished request is told apart by -> its histogram cell (the labels worked
         #: out once); emptied when the registry is replaced (a tool may have come or gone)
         self._cells: dict[tuple[Any, ...], list[float]] = {}
         self._registry = app.registry
 
-    # -- the hot path ------------------------------------------------------------------------------
+    # -- the hot path (requests in flight are read from the app when collected) -------------------
     def request(self, rec: RequestRecord) -> Any:
-        flight = self._in_flight
-        flight[rec.transport] = flight.get(rec.transport, 0) + 1
         return _NULL
 
     def ended(self, rec: RequestRecord) -> None:
-        self._in_flight[rec.transport] -= 1
         error = rec.error_type
         if error is not None and ran_out_of_time(self.app, rec):
             self.store.add("mcpkit.requests.rejected", ("deadline", rec.transport))
@@ -191,8 +187,7 @@ class MetricsObserver(Observer):
     def collect(self) -> MetricStore:
         """The store with the gauges read now (in flight, tasks, links) filled in."""
         store = self.store
-        store.gauges["mcpkit.requests.in_flight"] = {
-            (t,): float(n) for t, n in self._in_flight.items()}
+        store.gauges["mcpkit.requests.in_flight"] = {(): float(len(self.app.requests.scopes))}
         tasks: dict[Labels, float] = {}
         for run in list(self.app.tasks.running.values()):
             key = (str(getattr(run.record, "status", "working")),)

@@ -142,6 +142,13 @@ class Observers(Observer):
 
     def add(self, observer: Observer) -> None:
         self.members.append(observer)
+        hooks = ("request", "ended")
+        if len(self.members) == 1:  # the usual case: one observer's own methods, no fan-out call between
+            for hook in hooks:
+                setattr(self, hook, getattr(observer, hook))
+        else:
+            for hook in hooks:
+                self.__dict__.pop(hook, None)
 
     def __bool__(self) -> bool:
         return bool(self.members)
