@@ -33,6 +33,13 @@ MAX_SESSIONS = 200
 VIEWER_QUEUE = 64
 #: in-flight requests listed (all are counted)
 MAX_INFLIGHT = 200
+#: characters kept of a name a client chose (tool, client name): the ring's size stays bounded
+MAX_TEXT = 256
+
+
+def _short(text: str | None) -> str | None:
+    """What a client names (tool, client name) is kept up to MAX_TEXT characters."""
+    return text if text is None or len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
 
 
 def percentile(ordered: list[float], q: float) -> float:
@@ -90,8 +97,8 @@ class ConsoleObserver(Observer):
     @contextlib.contextmanager
     def request(self, rec: RequestRecord) -> Iterator[None]:
         self._seq += 1
-        entry = {"id": f"{self.pid}-{self._seq}", "method": rec.method, "target": rec.target,
-                 "transport": rec.transport, "session": rec.session_id, "client": rec.client_name,
+        entry = {"id": f"{self.pid}-{self._seq}", "method": _short(rec.method), "target": _short(rec.target),
+                 "transport": rec.transport, "session": rec.session_id, "client": _short(rec.client_name),
                  "started": time.time(), "worker": self.pid}
         self.inflight[id(rec)] = entry
         self._changed("call", {"phase": "start", **entry})
@@ -103,8 +110,9 @@ class ConsoleObserver(Observer):
             return
         done = {**entry, "duration_ms": round(rec.duration * 1000, 2), "outcome": rec.error_type or "ok"}
         self.recent.append(done)
-        if rec.method == "tools/call" and rec.target is not None:
-            name = rec.target if rec.target in self.counts or len(self.counts) < MAX_TOOLS else OTHER
+        target = entry["target"]
+        if rec.method == "tools/call" and target is not None:
+            name = target if target in self.counts or len(self.counts) < MAX_TOOLS else OTHER
             window = self.windows.get(name)
             if window is None:
                 window = self.windows[name] = deque(maxlen=WINDOW)

@@ -95,7 +95,7 @@ function fieldFor(name, prop, required, root) {
   const k = kindOf(prop, root);
   const s = k.schema;
   const id = `arg-${Math.random().toString(36).slice(2)}`;
-  const has = s.default !== undefined;
+  const has = s.default !== undefined && s.default !== null;  // null: the same as not given
   let input;
   if (k.kind === "enum") {
     input = el("select", { id }, required ? null : el("option", { value: "", text: "(not given)" }),
@@ -214,7 +214,7 @@ function toolCard(tool) {
   const schema = tool.inputSchema || {};
   const props = schema.properties || {};
   const required = new Set(schema.required || []);
-  const form = el("form", { class: "tryit" },
+  const form = el("form", { class: "tryit", novalidate: true },
     ...Object.entries(props).map(([name, prop]) => fieldFor(name, prop, required.has(name), schema)));
   const box = el("div", { class: "result" });
   const button = el("button", { type: "submit", class: "call", text: "Call" });
