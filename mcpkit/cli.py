@@ -201,9 +201,14 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
     elif overrides.get("console"):  # a config file's console = true is for its HTTP runs; stdio ignores it
         raise click.UsageError("the console is served over HTTP: add --transport http (or use mcpkit dev --transport http)")
     if transport != "stdio" and app.settings.workers > 1:
-        from .transports.http.console import shared_folder
+        import contextlib
 
-        with shared_folder(app.settings):  # the workers' console snapshots (docs/console.md)
+        share: Any = contextlib.nullcontext()
+        if app.settings.console:
+            from .transports.http.console import shared_folder
+
+            share = shared_folder(app.settings)
+        with share:  # the folder of the workers' console snapshots (docs/console.md)
             if app.settings.http_server == "hypercorn":
                 from .transports.http.hypercorn_workers import run_workers
 

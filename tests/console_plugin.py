@@ -13,14 +13,14 @@ import mcpkit
 
 @mcpkit.tool
 def repeat(word: str, times: int, shout: bool = False) -> str:
-    """Say ``word`` ``times`` times, in capitals when ``shout``."""
+    """Say a word a number of times, in capitals when shouting."""
     text = " ".join([word] * times)
     return text.upper() if shout else text
 
 
 @mcpkit.tool
 async def slow(seconds: float = 3.0) -> str:
-    """Take ``seconds`` to answer (a call to watch in flight)."""
+    """Take a few seconds to answer (a call to watch in flight)."""
     await trio.sleep(seconds)
     return f"slept {seconds}"
 

@@ -164,3 +164,17 @@ def test_a_viewer_that_stops_reading_is_dropped() -> None:
         finally:
             conn.close()
             slow_reader.close()
+
+
+def test_off_the_app_has_no_observer_and_on_it_has_the_consoles() -> None:
+    from mcpkit.server.app import App
+    from mcpkit.server.registry import Registry
+    from mcpkit.server.settings import Settings
+    from mcpkit.transports.http.asgi import HttpApp
+    from mcpkit.transports.http.console.observer import ConsoleObserver
+
+    off = App(Registry(), Settings())
+    assert HttpApp(off).console is None and not off.observers and getattr(off, "console_path", None) is None
+    on = App(Registry(), Settings(console=True))
+    assert HttpApp(on).console is not None
+    assert [type(o) for o in on.observers] == [ConsoleObserver] and on.console_path == "/console"

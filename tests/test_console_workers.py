@@ -1,4 +1,4 @@
-"""The console with `--workers 2` (issue 25): whichever worker answers the page, it shows the
+"""The console with `--workers 2`, on mcpkit's server and on hypercorn (issue 25): whichever worker answers the page, it shows the
 calls of both — each worker writes its state to the deployment's snapshot folder once a second and
 the answering one merges the others' (docs/console.md)."""
 
@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from .http_helpers import ACCEPT, HttpServer, modern_headers
 
@@ -30,8 +32,9 @@ def slow_call(srv: HttpServer, answers: list[Any]) -> None:
     answers.append((status, json.loads(raw)))
 
 
-def test_every_worker_shows_the_calls_of_all() -> None:
-    with HttpServer("--console", "--workers", "2", PLUGIN, "--plugin", "console_plugin") as srv:
+@pytest.mark.parametrize("server", ["mcpkit", "hypercorn"])
+def test_every_worker_shows_the_calls_of_all(server: str) -> None:
+    with HttpServer("--console", "--workers", "2", "--server", server, PLUGIN, "--plugin", "console_plugin") as srv:
         deadline = time.monotonic() + 10
         while len(state(srv)["workers"]) < 2:  # both have written their first snapshot
             assert time.monotonic() < deadline, "the second worker's snapshot never came"
