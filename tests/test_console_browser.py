@@ -23,6 +23,21 @@ STATELESS_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.m
                   "io.modelcontextprotocol/clientInfo": {"name": "other-client", "version": "1"}}
 
 
+UNTYPED = '''import mcpkit
+
+
+@mcpkit.tool
+def loose(x) -> str:
+    """A parameter without a type hint (a load-time warning)."""
+    return repr(x)
+
+
+@mcpkit.hookimpl
+def mcpkit_tools(config):
+    return [loose]
+'''
+
+
 def console_server(*args: str) -> HttpServer:
     return HttpServer("--console", PLUGIN, "--plugin", "console_plugin", *args)
 
@@ -49,15 +64,23 @@ def rows(driver: Any, table: str) -> list[list[str]]:
             for tr in driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")]
 
 
-def test_the_page_lists_plugins_and_tools_and_calls_a_tool_with_typed_arguments(browser: Any) -> None:
-    with console_server() as srv:
+def test_the_page_lists_plugins_and_tools_and_calls_a_tool_with_typed_arguments(browser: Any, tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("import mcpkit\ndef oops(:\n")
+    (tmp_path / "untyped.py").write_text(UNTYPED)
+    with console_server(str(tmp_path / "broken.py"), "--plugin", "broken", str(tmp_path / "untyped.py"), "--plugin", "untyped") as srv:
         browser.get(f"http://127.0.0.1:{srv.port}/console")
         wait_for(lambda: browser.find_element(By.ID, "live").text == "live", what="the live event stream")
         plugin_row = wait_for(lambda: browser.find_element(By.CSS_SELECTOR, '#plugins tr[data-plugin="console_plugin"]'),
                               what="the plugin's row")
         assert "loaded" in plugin_row.text and PLUGIN in plugin_row.text and "4 tools" in plugin_row.text
+        broken = browser.find_element(By.CSS_SELECTOR, '#plugins tr[data-plugin="broken"]').text
+        assert "error: import failed: SyntaxError" in broken
+        untyped = browser.find_element(By.CSS_SELECTOR, '#plugins tr[data-plugin="untyped"]').text
+        assert "loaded" in untyped and "warning: tool 'loose': parameter 'x' has no type hint" in untyped
+        card(browser, "loose").find_element(By.CSS_SELECTOR, '[data-arg="x"]')  # no type: a JSON box
+        assert card(browser, "loose").find_element(By.CSS_SELECTOR, '[data-arg="x"]').tag_name == "textarea"
         tools = {c.get_attribute("data-tool") for c in browser.find_elements(By.CSS_SELECTOR, "#tools .tool")}
-        assert tools == {"repeat", "slow", "mix", "fail"}
+        assert tools == {"repeat", "slow", "mix", "fail", "loose"}
 
         # the form follows the input schema: a text box, a whole-number box, a true/false choice
         repeat = card(browser, "repeat")
@@ -102,8 +125,9 @@ def test_the_page_lists_plugins_and_tools_and_calls_a_tool_with_typed_arguments(
         assert js_errors(browser) == []
 
 
-def test_a_call_in_flight_appears_and_disappears_without_reloading_the_page(browser: Any) -> None:
-    with console_server() as srv:
+def test_a_call_in_flight_appears_and_disappears_without_reloading_the_page(browser: Any, tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("import mcpkit\ndef oops(:\n")  # for the picture: a plugin that fails to load
+    with console_server(str(tmp_path / "broken.py"), "--plugin", "broken") as srv:
         browser.get(f"http://127.0.0.1:{srv.port}/console")
         wait_for(lambda: browser.find_element(By.ID, "live").text == "live", what="the live event stream")
         browser.execute_script("window.__notReloaded = true")

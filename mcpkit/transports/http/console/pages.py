@@ -30,7 +30,7 @@ from ..wire import BodyTooLarge, rest_error
 from .access import ConsoleAccess
 from .observer import ConsoleObserver, Viewer, sse
 from .share import EVERY_S, WorkerShare, merge
-from .tryit import CONSOLE_PRINCIPAL, call_tool, catalog
+from .tryit import CONSOLE_PRINCIPAL, call_tool, catalog, catalog_upstreams
 
 log = logging.getLogger("mcpkit.console")
 PATH = "/console"
@@ -128,6 +128,7 @@ class Console:
             out["live_tasks"] = await self.app.tasks.store.count_live()
         except Exception:  # shared state away: the rest still shows
             out["live_tasks"] = None
+        out["upstreams"] = catalog_upstreams(self.app)  # their state moves without a list change
         out["task_updates"] = list(self.task_updates)
         out["reloads"] = list(self.reloads)
         out["viewers"] = len(self.observer.viewers)
@@ -155,7 +156,7 @@ class Console:
                 await _json(ex, 200, catalog(self.app))
             elif sub == "/api/state":
                 await _json(ex, 200, await self.state())
-            elif sub == "/events":
+            elif sub == "/events" and ex.method == "GET":
                 await self.events(ex)
             else:
                 await ex.respond(404, rest_error("NOT_FOUND", "nothing is served at this path"))

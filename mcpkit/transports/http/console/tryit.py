@@ -56,7 +56,12 @@ def catalog(app: App) -> dict[str, Any]:
                  for r in (*reg.resources, *reg.templates)]
     prompts = [{**p.describe(titles=True), "plugin": reg.owner.get(("prompt", name))} for name, p in reg.prompts.items()]
     return {"server": app.server_info, "plugins": plugins, "tools": tools, "resources": resources, "prompts": prompts,
-            "upstreams": {p.name: s for p in app.plugins if p.loaded and (s := _status(p)) is not None}}
+            "upstreams": catalog_upstreams(app)}
+
+
+def catalog_upstreams(app: App) -> dict[str, Any]:
+    """The live state of each plugin that reports one (the gateway's upstreams)."""
+    return {p.name: s for p in app.plugins if p.loaded and (s := _status(p)) is not None}
 
 
 class _Capture:

@@ -258,17 +258,20 @@ function renderCatalog(cat) {
       el("td", { text: p.path || [p.distribution, p.version].filter(Boolean).join(" ") }), el("td", {}, stateCell),
       el("td", { text: offers || "—" }), el("td", {}, problems.length ? problems : "—"));
   }));
-  const upstreams = Object.entries(cat.upstreams || {});
-  fill($("#upstreams tbody"), upstreams.map(([name, s]) => el("tr", {},
-    el("td", { text: name }), el("td", { class: s.state === "connected" ? "ok" : "bad", text: s.state }),
-    el("td", {}, el("code", { text: JSON.stringify(Object.fromEntries(Object.entries(s).filter(([k]) => k !== "state"))) })))),
-    "#upstreams-empty");
+  renderUpstreams(cat.upstreams);
   $("#resources").replaceChildren(...(cat.resources.length ? cat.resources.map((r) => el("details", {},
     el("summary", {}, el("code", { text: r.uri || r.uriTemplate }), ` ${r.name || ""} · ${r.plugin || "?"}`),
     el("pre", { text: JSON.stringify(r, null, 2) }))) : [el("p", { class: "empty", text: "no resources" })]));
   $("#prompts").replaceChildren(...(cat.prompts.length ? cat.prompts.map((p) => el("details", {},
     el("summary", {}, el("code", { text: p.name }), ` · ${p.plugin || "?"}`),
     el("pre", { text: JSON.stringify(p, null, 2) }))) : [el("p", { class: "empty", text: "no prompts" })]));
+}
+
+function renderUpstreams(upstreams) {
+  fill($("#upstreams tbody"), Object.entries(upstreams || {}).map(([name, s]) => el("tr", { "data-upstream": name },
+    el("td", { text: name }), el("td", { class: s.state === "connected" ? "ok" : "bad", text: s.state }),
+    el("td", {}, el("code", { text: JSON.stringify(Object.fromEntries(Object.entries(s).filter(([k]) => k !== "state"))) })))),
+    "#upstreams-empty");
 }
 
 function applyFilter() {
@@ -304,6 +307,7 @@ function renderState(live) {
     el("td", { text: many ? t.worker : "this" }))), "#tasks-empty");
   $("#task-updates").replaceChildren(...live.task_updates.slice().reverse().slice(0, 10).map((u) =>
     el("li", {}, `${clock(u.at)} `, el("code", { text: u.taskId.slice(0, 12) }), ` ${u.status}${u.statusMessage ? ": " + u.statusMessage : ""}`)));
+  renderUpstreams(live.upstreams);
   $("#reloads").replaceChildren(...live.reloads.slice().reverse().map(reloadLine));
   $("#reloads-empty").hidden = live.reloads.length > 0;
 }
@@ -358,4 +362,5 @@ document.addEventListener("DOMContentLoaded", () => {
   soon("state", 0);
   connect();
   setInterval(tick, 500);
+  setInterval(() => soon("state"), 5000);  // what moves without an event (an upstream's state, task counts)
 });
