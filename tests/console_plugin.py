@@ -1,6 +1,7 @@
 """Tools for the console tests, served as a one-file plugin
 (``mcpkit serve --transport http --console tests/console_plugin.py``): typed arguments of every
-kind the try-it form makes an input for, a slow tool to watch in flight, and one that fails."""
+kind the try-it form makes an input for, a slow tool to watch in flight, one that fails, and
+one that can run as a task."""
 
 from __future__ import annotations
 
@@ -37,6 +38,13 @@ def fail(reason: str = "on purpose") -> str:
     raise ValueError(f"failed {reason}")
 
 
+@mcpkit.tool(task="optional")
+async def brew(seconds: float = 2.0) -> str:
+    """Runs as a task for a client that declared the tasks extension (it takes a while)."""
+    await trio.sleep(seconds)
+    return "brewed"
+
+
 @mcpkit.hookimpl
 def mcpkit_tools(config: dict) -> list:
-    return [repeat, slow, mix, fail]
+    return [repeat, slow, mix, fail, brew]

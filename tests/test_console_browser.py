@@ -38,8 +38,8 @@ def mcpkit_tools(config):
 '''
 
 
-def console_server(*args: str) -> HttpServer:
-    return HttpServer("--console", PLUGIN, "--plugin", "console_plugin", *args)
+def console_server(*args: str, env: dict[str, str] | None = None) -> HttpServer:
+    return HttpServer("--console", PLUGIN, "--plugin", "console_plugin", *args, env=env)
 
 
 def mcp_call(srv: HttpServer, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def test_the_page_lists_plugins_and_tools_and_calls_a_tool_with_typed_arguments(
         wait_for(lambda: browser.find_element(By.ID, "live").text == "live", what="the live event stream")
         plugin_row = wait_for(lambda: browser.find_element(By.CSS_SELECTOR, '#plugins tr[data-plugin="console_plugin"]'),
                               what="the plugin's row")
-        assert "loaded" in plugin_row.text and PLUGIN in plugin_row.text and "4 tools" in plugin_row.text
+        assert "loaded" in plugin_row.text and PLUGIN in plugin_row.text and "5 tools" in plugin_row.text
         broken = browser.find_element(By.CSS_SELECTOR, '#plugins tr[data-plugin="broken"]').text
         assert "error: import failed: SyntaxError" in broken
         untyped = browser.find_element(By.CSS_SELECTOR, '#plugins tr[data-plugin="untyped"]').text
@@ -80,7 +80,7 @@ def test_the_page_lists_plugins_and_tools_and_calls_a_tool_with_typed_arguments(
         card(browser, "loose").find_element(By.CSS_SELECTOR, '[data-arg="x"]')  # no type: a JSON box
         assert card(browser, "loose").find_element(By.CSS_SELECTOR, '[data-arg="x"]').tag_name == "textarea"
         tools = {c.get_attribute("data-tool") for c in browser.find_elements(By.CSS_SELECTOR, "#tools .tool")}
-        assert tools == {"repeat", "slow", "mix", "fail", "loose"}
+        assert tools == {"repeat", "slow", "mix", "fail", "brew", "loose"}
 
         # the form follows the input schema: a text box, a whole-number box, a true/false choice
         repeat = card(browser, "repeat")
@@ -155,3 +155,23 @@ def test_a_call_in_flight_appears_and_disappears_without_reloading_the_page(brow
         assert slow[4] == "ok" and slow[5] == "other-client" and 2900 <= float(slow[3]) < 6000
         assert browser.execute_script("return window.__notReloaded") is True
         assert js_errors(browser) == []
+
+
+def test_a_task_shows_while_it_runs_and_its_end_is_told(browser: Any) -> None:
+    with console_server(env={"MCPKIT_TASK_STORE": "memory"}) as srv:
+        browser.get(f"http://127.0.0.1:{srv.port}/console")
+        wait_for(lambda: browser.find_element(By.ID, "live").text == "live", what="the live event stream")
+        meta = {**STATELESS_META, "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+        body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "brew", "arguments": {"seconds": 2}, "_meta": meta}}
+        status, _, raw = srv.call("POST", "/mcp", body, headers={**modern_headers("tools/call", "brew"), "Accept": ACCEPT})
+        assert status == 200, raw
+        result = json.loads(raw)["result"]
+        assert result["resultType"] == "task"  # it ran long: the answer is a task
+        task_id = result["taskId"]
+        row = wait_for(lambda: rows(browser, "tasks"), timeout=2, what="the running task")
+        assert row[0][0] == task_id[:12] and row[0][1:3] == ["brew", "working"]
+        assert browser.find_element(By.ID, "count-tasks").text == "1"
+        wait_for(lambda: not rows(browser, "tasks"), timeout=5, what="the task to end")
+        updates = browser.find_element(By.ID, "task-updates").text
+        assert task_id[:12] in updates and "completed" in updates
+        wait_for(lambda: browser.find_element(By.ID, "count-tasks").text == "0", timeout=7, what="no live task")
