@@ -15,6 +15,7 @@ import http.client
 import json
 import os
 import socket
+import time
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -178,3 +179,18 @@ def test_off_the_app_has_no_observer_and_on_it_has_the_consoles() -> None:
     on = App(Registry(), Settings(console=True))
     assert HttpApp(on).console is not None
     assert [type(o) for o in on.observers] == [ConsoleObserver] and on.console_path == "/console"
+
+
+def test_an_open_event_stream_ends_when_the_server_stops() -> None:
+    srv = served("--console")
+    with srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        conn.request("GET", "/console/events")
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.getheader("content-type") == "text/event-stream"
+        assert b"event: hello" in resp.readline() + resp.readline()
+        started = time.monotonic()
+        assert srv.stop() == 0
+        assert time.monotonic() - started < 3  # the stream did not hold the drain for the grace period
+        assert resp.read() is not None  # the stream was ended, not cut mid-way
+        conn.close()

@@ -86,7 +86,7 @@ class ConsoleObserver(Observer):
         self.sessions: dict[str, dict[str, Any]] = {}
         self.open_sessions = 0
         self.streams = 0
-        self.rejected: dict[str, int] = {}
+        self.refusals: dict[str, int] = {}  # reason -> count (the method rejected() fills it)
         self.viewers: set[Viewer] = set()
         self.dropped_viewers = 0
         #: raised on every change (the workers' snapshot is written when it moved)
@@ -145,8 +145,8 @@ class ConsoleObserver(Observer):
         self._changed("streams", {"open": self.streams})
 
     def rejected(self, reason: str, transport: str) -> None:
-        if reason in self.rejected or len(self.rejected) < 50:
-            self.rejected[reason] = self.rejected.get(reason, 0) + 1
+        if reason in self.refusals or len(self.refusals) < 50:
+            self.refusals[reason] = self.refusals.get(reason, 0) + 1
         self._changed("rejected", {"reason": reason})
 
     # -- what the console reads --------------------------------------------------------------------
@@ -163,7 +163,7 @@ class ConsoleObserver(Observer):
             "sessions": list(self.sessions.values()),
             "open_sessions": self.open_sessions,
             "streams": self.streams,
-            "rejected": dict(self.rejected),
+            "rejected": dict(self.refusals),
         }
 
     # -- viewers ------------------------------------------------------------------------------------
