@@ -13,6 +13,7 @@ import math
 import os
 import time
 from collections import deque
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Iterator
 
 import msgspec
@@ -29,12 +30,16 @@ MAX_TOOLS = 500
 OTHER = "(other)"
 #: sessions listed by id (all are counted)
 MAX_SESSIONS = 200
-#: events one viewer may fall behind by before it is dropped
-VIEWER_QUEUE = 64
+#: events one viewer may fall behind by before it is dropped (two per call: about 5,000 calls a
+#: second while its stream is written every 0.1 s)
+VIEWER_QUEUE = 1024
 #: in-flight requests listed (all are counted)
 MAX_INFLIGHT = 200
 #: characters kept of a name a client chose (tool, client name): the ring's size stays bounded
 MAX_TEXT = 256
+
+
+_NOTHING: AbstractContextManager[None] = nullcontext()
 
 
 def _short(text: str | None) -> str | None:
@@ -94,22 +99,22 @@ class ConsoleObserver(Observer):
         self._seq = 0
 
     # -- the Observer interface -------------------------------------------------------------------
-    @contextlib.contextmanager
-    def request(self, rec: RequestRecord) -> Iterator[None]:
+    def request(self, rec: RequestRecord) -> AbstractContextManager[None]:
         self._seq += 1
         entry = {"id": f"{self.pid}-{self._seq}", "method": _short(rec.method), "target": _short(rec.target),
                  "transport": rec.transport, "session": rec.session_id, "client": _short(rec.client_name),
                  "started": time.time(), "worker": self.pid}
         self.inflight[id(rec)] = entry
-        self._changed("call", {"phase": "start", **entry})
-        yield
+        self._changed("call", entry, "start")
+        return _NOTHING  # the call is registered here; ended() takes it out
 
     def ended(self, rec: RequestRecord) -> None:
         entry = self.inflight.pop(id(rec), None)
         if entry is None:
             return
-        done = {**entry, "duration_ms": round(rec.duration * 1000, 2), "outcome": rec.error_type or "ok"}
-        self.recent.append(done)
+        entry["duration_ms"] = round(rec.duration * 1000, 2)
+        entry["outcome"] = rec.error_type or "ok"
+        self.recent.append(entry)
         target = entry["target"]
         if rec.method == "tools/call" and target is not None:
             name = target if target in self.counts or len(self.counts) < MAX_TOOLS else OTHER
@@ -121,7 +126,7 @@ class ConsoleObserver(Observer):
             self.counts[name][0] += 1
             if rec.error_type is not None:
                 self.counts[name][1] += 1
-        self._changed("call", {"phase": "end", **done})
+        self._changed("call", entry, "end")
 
     def session_opened(self, transport: str, session_id: str | None) -> None:
         self.open_sessions += 1
@@ -197,6 +202,7 @@ class ConsoleObserver(Observer):
         viewer.send.close()
         viewer.scope.cancel()
 
-    def _changed(self, event: str, data: Any) -> None:
+    def _changed(self, event: str, data: Any, phase: str | None = None) -> None:
         self.version += 1
-        self.push(event, data)
+        if self.viewers:  # the event is made only when someone watches
+            self.push(event, {**data, "phase": phase} if phase else data)

@@ -28,7 +28,7 @@ import trio
 from ..exchange import Exchange
 from ..wire import BodyTooLarge, rest_error
 from .access import ConsoleAccess
-from .observer import ConsoleObserver, Viewer, sse
+from .observer import VIEWER_QUEUE, ConsoleObserver, Viewer, sse
 from .share import EVERY_S, WorkerShare, merge
 from .tryit import CONSOLE_PRINCIPAL, call_tool, catalog, catalog_upstreams
 
@@ -39,6 +39,10 @@ _HTML = b"text/html; charset=utf-8"
 _NO_STORE = [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY")]
 #: a keep-alive comment on an idle event stream this often
 HEARTBEAT_S = 15.0
+#: an event stream is written at most this often (events meanwhile go out in one write)
+BATCH_S = 0.1
+#: event streams open at once (each may hold a queue of VIEWER_QUEUE events)
+MAX_VIEWERS = 16
 #: running tasks listed per worker
 MAX_TASKS = 100
 #: the largest try-it request body
@@ -218,6 +222,10 @@ class Console:
         if self.closing:
             await ex.respond(503, rest_error("SHUTTING_DOWN", "the server is shutting down"), [(b"retry-after", b"5")])
             return
+        if len(self.observer.viewers) >= MAX_VIEWERS:
+            await ex.respond(503, rest_error("TOO_MANY_VIEWERS", f"{MAX_VIEWERS} console pages follow this server already"),
+                             [(b"retry-after", b"10")])
+            return
         with self.observer.watch() as viewer:
             await ex.start_stream()
             try:
@@ -230,6 +238,9 @@ class Console:
                 pass  # the viewer went away
 
     async def _pump(self, ex: Exchange, viewer: Viewer) -> None:
+        """Write the viewer's events, at most one write per BATCH_S (a busy server's calls go out
+        together, not one write each), a keep-alive when nothing happened for HEARTBEAT_S."""
+        last = -BATCH_S
         while True:
             frames = b""
             with trio.move_on_after(HEARTBEAT_S):
@@ -237,12 +248,17 @@ class Console:
                     frames = await viewer.receive.receive()
                 except trio.EndOfChannel:
                     return
-                while len(frames) < 65536:  # what else waits goes out in the same write
+            if frames:
+                await trio.sleep(max(0.0, last + BATCH_S - trio.current_time()))
+                parts = [frames]
+                for _ in range(VIEWER_QUEUE):  # what else waits goes out in the same write
                     try:
-                        frames += viewer.receive.receive_nowait()
+                        parts.append(viewer.receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
+                frames = b"".join(parts)
             await ex.send_chunk(frames or b": keep-alive\n\n")
+            last = trio.current_time()
 
 
 async def _json(ex: Exchange, status: int, body: Any) -> None:
