@@ -120,7 +120,8 @@ class Console:
         snap["tasks"] = [{"taskId": run.record.task_id, "tool": run.record.tool, "status": run.record.status,
                           "statusMessage": run.record.status_message, "created_at": run.record.created_at,
                           "worker": self.observer.pid}
-                         for run in list(self.app.tasks.running.values())[:MAX_TASKS]]
+                         for run in list(self.app.tasks.running.values())[:MAX_TASKS]
+                         if run.escalating and run.refused is None]  # a call not (yet) a task is not one
         return snap
 
     async def state(self) -> dict[str, Any]:
