@@ -175,3 +175,25 @@ def test_a_task_shows_while_it_runs_and_its_end_is_told(browser: Any) -> None:
         updates = browser.find_element(By.ID, "task-updates").text
         assert task_id[:12] in updates and "completed" in updates
         wait_for(lambda: browser.find_element(By.ID, "count-tasks").text == "0", timeout=7, what="no live task")
+
+
+def test_a_browser_without_trust_signs_in_with_the_operator_token(browser: Any) -> None:
+    """No address trusted (console_trusted = []): even this loopback browser needs the token; the
+    page's form turns it into a cookie the page, its API calls and its event stream then carry."""
+    with console_server(env={"MCPKIT_CONSOLE_TRUSTED": "", "MCPKIT_CONSOLE_TOKEN": "op-token-123"}) as srv:
+        browser.get(f"http://127.0.0.1:{srv.port}/console")
+        field = wait_for(lambda: browser.find_element(By.NAME, "token"), what="the sign-in form")
+        assert browser.find_elements(By.ID, "tools") == []  # nothing of the console before the token
+        field.send_keys("wrong")
+        field.submit()
+        assert "not the console token" in wait_for(lambda: browser.find_element(By.TAG_NAME, "main").text)
+        browser.find_element(By.NAME, "token").send_keys("op-token-123")
+        browser.find_element(By.NAME, "token").submit()
+        wait_for(lambda: browser.find_element(By.ID, "live").text == "live", what="the live event stream")
+        repeat = wait_for(lambda: card(browser, "repeat"), what="the tools")
+        arg(repeat, "word").send_keys("ok")
+        arg(repeat, "times").send_keys("2")
+        repeat.find_element(By.CSS_SELECTOR, "button.call").click()
+        assert wait_for(lambda: repeat.find_element(By.CSS_SELECTOR, ".result .output").text) == "ok ok"
+        assert browser.current_url == f"http://127.0.0.1:{srv.port}/console"
+        assert [e for e in js_errors(browser) if "status of 401" not in e] == []  # the two 401s were the sign-in pages
