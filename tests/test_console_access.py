@@ -121,6 +121,8 @@ def test_proxied_and_cross_origin_requests_are_refused_even_from_loopback() -> N
             assert fetch(srv, "/console/api/state", headers={header: "192.0.2.9"})[0] == 403, header
         evil = {"Origin": "http://evil.example"}
         assert fetch(srv, "/console/api/call", method="POST", body=CALL, headers=evil)[0] == 403
+        assert fetch(srv, "/console/api/call", method="POST", body=CALL, headers={"Origin": "null"})[0] == 403  # a sandboxed frame
+        assert fetch(srv, "/console/api/state", headers={"Origin": "http://localhost:3000"})[0] == 403  # another local site
         assert fetch(srv, "/console/login", method="POST", body=b"token=x", headers=evil)[0] == 403
         own = {"Origin": f"http://127.0.0.1:{srv.port}"}
         assert fetch(srv, "/console/api/call", method="POST", body=CALL, headers=own)[0] == 200
