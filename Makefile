@@ -51,8 +51,8 @@ $(TS_FIXTURE)/node_modules/.installed: $(TS_FIXTURE)/package.json
 
 ts-fixtures: $(TS_FIXTURE)/node_modules/.installed
 
-# The scale-out tests run a real redis-server and HAProxy, the metrics tests a real Prometheus (Debian
-# packages, installed when missing).
+# The scale-out tests run a real redis-server and HAProxy, the console tests a headless Chromium driven
+# through chromedriver, the metrics tests a real Prometheus (Debian packages, installed when missing).
 test: install fixtures test-tools ts-fixtures
 	$(VENV)/bin/lint-imports --no-logo --no-cache
 	PYTHONPATH=$(CONF_SITE) $(VENV)/bin/pytest -q
@@ -60,6 +60,7 @@ test: install fixtures test-tools ts-fixtures
 
 test-tools:
 	@command -v redis-server >/dev/null && command -v haproxy >/dev/null && command -v prometheus >/dev/null || scripts/need-debian-packages redis-server haproxy prometheus
+	@command -v chromium >/dev/null && test -x /usr/bin/chromedriver || scripts/need-debian-packages chromium chromium-driver
 
 # The official conformance harness against the conformance example plugin (installs both).
 conformance: install fixtures

@@ -148,16 +148,21 @@ def _env_list(name: str, sep: str = ",") -> list[str]:
               help="HTTP server: mcpkit's own HTTP/1.1 server, or hypercorn (HTTP/2) [default: mcpkit].")
 @click.option("--certfile", type=click.Path(exists=True, dir_okay=False), default=None, help="Serve HTTPS with this PEM certificate chain.")
 @click.option("--keyfile", type=click.Path(exists=True, dir_okay=False), default=None, help="The private key of --certfile (PEM).")
+@click.option("--console", is_flag=True, default=None,
+              help="Serve the browser console on /console (HTTP): plugins, tools, live calls, try-it forms; "
+                   "loopback clients only unless --console-token (docs/console.md).")
+@click.option("--console-token", envvar="MCPKIT_CONSOLE_TOKEN", default=None,
+              help="Operator token that opens the console to other addresses (not an MCP token).")
 @_selection
 def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
           auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, metrics: bool | None, state: str | None, http_server: str | None, certfile: str | None, keyfile: str | None,
-          only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
+          console: bool | None, console_token: str | None, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
           upstreams: tuple[str, ...], paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
     """Serve the installed plugins' tools over MCP (stdio by default), the plugins in the module
     files or package folders PATH (each named after its file or folder), and any MCP server
     named with --upstream or [upstreams.NAME] (docs/gateway.md)."""
     given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("metrics", metrics), ("state", state), ("http_server", http_server),
-             ("certfile", certfile), ("keyfile", keyfile))
+             ("certfile", certfile), ("keyfile", keyfile), ("console", console), ("console_token", console_token))
     overrides: dict[str, Any] = {k: v for k, v in given if v is not None}
     if allow_origins:
         overrides["allow_origins"] = list(allow_origins)
@@ -196,8 +201,19 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
 
             _start_check(need_hypercorn)
         log_http_requests()  # in every process: the workers inherit it (or set it up the same way)
+        if app.settings.console:
+            from .transports.http.console import check_console_settings
+
+            _start_check(check_console_settings, app.settings)
+    elif overrides.get("console"):  # a config file's console = true is for its HTTP runs; stdio ignores it
+        raise click.UsageError("the console is served over HTTP: add --transport http (or use mcpkit dev --transport http)")
     if transport != "stdio" and app.settings.workers > 1:
-        with _shared_metrics_dir(app, overrides):
+        share: Any = contextlib.nullcontext()
+        if app.settings.console:
+            from .transports.http.console import shared_folder
+
+            share = shared_folder(app.settings)
+        with share, _shared_metrics_dir(app, overrides):  # the folders of the workers' console and metrics snapshots
             return _serve_workers(app, loaded, config, strict, transport, selection, overrides)
     import trio
 

@@ -79,6 +79,15 @@ def test_the_core_install_serves(core_venv: Path) -> None:
         assert status == 200 and "greet" in {t["name"] for t in json.loads(body)["result"]["tools"]}
 
 
+def test_the_core_install_serves_the_console_page(core_venv: Path) -> None:
+    """The console's page, script and style are package data: a real (not editable) install has them."""
+    with HttpServer("--plugin", "hello", "--console", exe=str(core_venv / "bin" / "mcpkit")) as srv:
+        for path, kind, mark in (("/console", "text/html", b"console.js"), ("/console/static/console.js", "text/javascript", b"EventSource"),
+                                 ("/console/static/console.css", "text/css", b".tool")):
+            status, headers, body = srv.call("GET", path)
+            assert status == 200 and headers["content-type"].startswith(kind) and mark in body, path
+
+
 def test_the_extras_install_on_top(core_venv: Path, checkout: Path) -> None:
     before = installed(core_venv)
     pip_install(core_venv, f"{checkout}[{','.join(EXTRAS)}]")

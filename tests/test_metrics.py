@@ -355,6 +355,8 @@ def test_metrics_from_elsewhere_need_the_token() -> None:
     assert not route.allowed(Peer("192.0.2.7", {}))
     assert not route.allowed(Peer("192.0.2.7", {"authorization": "Bearer nope"}))
     assert route.allowed(Peer("192.0.2.7", {"authorization": "Bearer tok"}))
+    assert not route.allowed(Peer("127.0.0.1", {"x-forwarded-for": "192.0.2.7"}))  # a local proxy
+    assert route.allowed(Peer("127.0.0.1", {"forwarded": "for=192.0.2.7", "authorization": "bearer tok"}))
     app2 = App(Registry(), Settings(metrics=True))
     enable_metrics(app2)
     assert not MetricsRoute(app2).allowed(Peer("192.0.2.7", {"authorization": "Bearer "}))

@@ -25,6 +25,8 @@ from .security import is_loopback_host
 from .wire import Headers, rest_error
 
 Handler = Callable[[Exchange], Awaitable[None]]
+#: a request with one of these came through a proxy: its loopback peer address proves nothing
+_PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip")
 
 
 class PlainRoutes:
@@ -105,10 +107,11 @@ class MetricsRoute:
         self.expected = f"bearer {token}".encode() if token else None
 
     def allowed(self, ex: Exchange) -> bool:
-        client = ex.client
-        if client is None or is_loopback_host(str(client[0])):
+        client, headers = ex.client, ex.headers
+        proxied = any(h in headers for h in _PROXY_HEADERS)  # a proxy on this host speaks for someone else
+        if not proxied and (client is None or is_loopback_host(str(client[0]))):
             return True  # no peer address: a Unix socket or an in-process server
-        given = ex.headers.get("authorization")
+        given = headers.get("authorization")
         if self.expected is None or given is None:
             return False
         scheme, _, rest = given.partition(" ")
