@@ -15,6 +15,11 @@ alternating rounds (this VM drifts by tens of percent within minutes):
 wrk drives keep-alive connections with the 2026-07-28 stateless greet call (bench_http's); the
 figures are medians over the rounds: requests/s, server CPU µs per call (from /proc), p50/p99,
 and each variant's CPU per call against `off` per round.
+
+Then, in this process, the work watching adds to one request, timed alone (no sockets, no other
+load in the way): the session runner's observed path (RequestRecord, finish, the metrics
+observer) against the unobserved one, over the same stand-in handler. On a shared VM the
+end-to-end ratios move by ±10-20 % per round; this number does not.
 """
 
 from __future__ import annotations
@@ -140,8 +145,64 @@ def main() -> None:
         for s in servers.values():
             s.stop()
     report(results, variants, conns, args)
+    timed = in_process()
+    print(f"\nin process, µs per request: unobserved {timed['off']:.2f}, observed with metrics {timed['metrics']:.2f}: "
+          f"+{timed['metrics'] - timed['off']:.2f} µs per call")
     if "otel" in variants:
         print(f"\nOTLP sink received: {dict(sorted(Sink.received.items())) or 'nothing'}")
+
+
+def in_process(n: int = 200_000) -> dict[str, float]:
+    """µs per request of the unobserved and observed serving paths (the session runner's code
+    path around ``dispatcher.answer``), the handler a coroutine that answers at once."""
+    import msgspec
+    import trio
+
+    import mcpkit.protocol.connection as connection
+    from mcpkit.protocol.jsonrpc import Answer
+    from mcpkit.protocol.types import CallToolParams
+    from mcpkit.server.app import App
+    from mcpkit.server.metrics import MetricsObserver
+    from mcpkit.server.observe import Observers, RequestRecord
+    from mcpkit.server.registry import Registry
+
+    features = connection.Features("2026-07-28", *([True] * 11))
+    params = msgspec.Raw(b'{"name":"greet","arguments":{"name":"bench"},"_meta":{"traceparent":"00-x-y-01"}}')
+    app = App(Registry())
+
+    async def answer(req: object) -> Answer:
+        return Answer(1, {"content": []})
+
+    async def serve(observers: Observers, req: connection.RequestReceived) -> None:  # session_runner.serve's shape
+        if not observers:
+            await answer(req)
+            return
+        rec = RequestRecord.of(req, "http", None)
+        try:
+            with observers.request(rec):
+                rec.finish(await answer(req))
+        finally:
+            observers.ended(rec)
+
+    async def main() -> dict[str, float]:
+        out: dict[str, list[float]] = {"off": [], "metrics": []}
+        for _ in range(3):
+            for label in out:
+                observers = Observers()
+                if label == "metrics":
+                    observers.add(MetricsObserver(app))
+                reqs = []
+                for _ in range(n):
+                    req = connection.RequestReceived(1, "tools/call", params, features, None, {"name": "bench"}, {}, None)
+                    req.params_as(CallToolParams)
+                    reqs.append(req)
+                start = time.perf_counter()
+                for req in reqs:
+                    await serve(observers, req)
+                out[label].append((time.perf_counter() - start) / n * 1e6)
+        return {k: min(v) for k, v in out.items()}
+
+    return trio.run(main)
 
 
 def report(results: dict[tuple[str, int], list[dict[str, float]]], variants: list[str], conns: list[int],
