@@ -22,7 +22,7 @@ import pytest
 import trio
 
 from mcpkit.server.metrics import (
-    DURATION_BUCKETS, MetricStore, SnapshotFiles, combined, exposition,
+    DURATION_BUCKETS, SNAPSHOT_EVERY_S, MetricStore, SnapshotFiles, combined, exposition,
 )
 
 from .http_helpers import HttpServer, modern_headers, wait_until
@@ -261,8 +261,9 @@ def _greet_on_new_connection(server: HttpServer, i: int) -> int:
     return int(pid)
 
 
-def test_workers_give_one_view_in_one_scrape(hello: Any, prometheus: Any) -> None:
-    with HttpServer("--plugin", "hello", "--metrics", "--workers", "2") as server:
+@pytest.mark.parametrize("http_server", ["mcpkit", "hypercorn"])
+def test_workers_give_one_view_in_one_scrape(hello: Any, prometheus: Any, http_server: str) -> None:
+    with HttpServer("--plugin", "hello", "--metrics", "--workers", "2", "--server", http_server) as server:
         pids: dict[int, int] = {}
         calls = 0
         while calls < 400 and (len(pids) < 2 or calls < 40):
@@ -275,8 +276,9 @@ def test_workers_give_one_view_in_one_scrape(hello: Any, prometheus: Any) -> Non
         def total(text: str) -> float:
             return sum(samples(text, metric, gen_ai_tool_name="greet").values())
 
-        # the snapshots are written every second: then every scrape, whichever worker answers, has all
-        assert wait_until(lambda: total(scrape(server)[1]) == calls, 10), scrape(server)[1]
+        # each worker writes its snapshot every second: a second and a bit after the last call, every
+        # scrape, whichever worker answers it, has all (before, the other worker's last calls may lag)
+        time.sleep(SNAPSHOT_EVERY_S * 1.5)
         for _ in range(6):  # several connections: both workers answer some of them
             text = scrape(server)[1]
             assert total(text) == calls
@@ -457,3 +459,22 @@ def test_stdio_sessions_and_calls_go_out_over_otlp_at_exit(hello: Any) -> None:
     calls = [(a, p.count) for a, p, _ in receiver.points("mcp.server.operation.duration")
              if a.get("gen_ai.tool.name") == "greet"]
     assert len(calls) == 1 and calls[0][1] == 2 and calls[0][0]["network.transport"] == "pipe", calls
+
+
+def test_legacy_sse_sessions_are_gauged_and_timed(hello: Any) -> None:
+    with HttpServer("--plugin", "hello", "--metrics") as server:
+        c = server.conn()
+        c.request("GET", "/sse", headers={"Accept": "text/event-stream"})
+        resp = c.getresponse()
+        assert resp.status == 200
+        text = scrape(server)[1]
+        assert samples(text, "mcpkit_sessions_open") == {'mcpkit_sessions_open{mcp_transport="sse"}': 1}
+        assert samples(text, "mcpkit_sse_streams_open") == {'mcpkit_sse_streams_open{mcp_transport="sse"}': 1}
+        c.close()  # the client leaves: the legacy session ends with its stream
+
+        def ended() -> bool:
+            t = scrape(server)[1]
+            return samples(t, "mcp_server_session_duration_seconds_count", mcp_transport="sse") != {} and \
+                samples(t, "mcpkit_sessions_open") == {'mcpkit_sessions_open{mcp_transport="sse"}': 0}
+
+        assert wait_until(ended, 10), scrape(server)[1]
