@@ -65,9 +65,18 @@ class Redis:
 
 
 class StateServer(Server):
-    def __init__(self, state: str, redis: Redis | None) -> None:
+    def __init__(self, state: str, redis: Redis | None, code: str | None = None) -> None:
+        """``code``: a folder holding another version's ``mcpkit`` package, served instead of
+        this one (a before/after comparison in one run)."""
         self.extra = ["--state", redis.url if redis is not None else "memory"]
-        super().__init__("mcpkit")
+        saved = os.environ.get("PYTHONPATH", "")
+        if code:  # its own keys and bus in the shared redis-server
+            os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [code, saved])), MCPKIT_STATE_PREFIX="before")
+        try:
+            super().__init__("mcpkit")
+        finally:
+            os.environ["PYTHONPATH"] = saved
+            os.environ.pop("MCPKIT_STATE_PREFIX", None)
         self.kind = state
 
 
@@ -154,6 +163,8 @@ def main() -> None:
     ap.add_argument("--kinds", default="stateless,lifecycle,open-close,bare",
                     help="stateless, lifecycle, open-close (initialize + DELETE), bare (4 exchanges refused at once)")
     ap.add_argument("--json", help="write the raw figures here")
+    ap.add_argument("--before", help="also serve the mcpkit package in this folder (e.g. `git archive REV mcpkit | "
+                                     "tar -x -C DIR`), as states memory@before and redis@before")
     args = ap.parse_args()
     states = args.states.split(",")
     if "redis" in states and not shutil.which("redis-server"):
@@ -161,16 +172,20 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="bench-session-")
     redis = Redis(folder) if "redis" in states else None
     servers = {s: StateServer(s, redis if s == "redis" else None) for s in states}
+    if args.before:
+        for s in list(states):
+            servers[f"{s}@before"] = StateServer(s, redis if s == "redis" else None, args.before)
+            states.append(f"{s}@before")
     kinds = args.kinds.split(",")
     raw: dict[str, dict[str, list[dict[str, float]]]] = {s: {k: [] for k in kinds} for s in states}
     try:
         for r in range(args.rounds):
             for s in states:
                 for kind in kinds if r % 2 == 0 else kinds[::-1]:
-                    out = measure(servers[s], redis if s == "redis" else None, kind, args.conns, args.seconds)
+                    out = measure(servers[s], redis if s.startswith("redis") else None, kind, args.conns, args.seconds)
                     raw[s][kind].append(out)
                     print(f"round {r + 1} {s:6} {kind:10} {out['per_s']:8,.0f}/s  {out['cpu_us']:6.0f} µs CPU"
-                          + (f"  redis {out['redis_us']:.0f} µs" if s == "redis" else ""), flush=True)
+                          + (f"  redis {out['redis_us']:.0f} µs" if s.startswith("redis") else ""), flush=True)
     finally:
         for srv in servers.values():
             srv.stop()
@@ -191,7 +206,7 @@ def main() -> None:
                 ratios = [b["cpu_us"] / a["cpu_us"] for a, b in zip(raw[s]["stateless"], rows)]
                 cell += f" = **{statistics.median(ratios):.2f}×** ({' '.join(f'{x:.2f}' for x in ratios)})"
             cells.append(cell)
-        redis_col = " / ".join(f"{med(raw[s][k], 'redis_us'):.0f}" for k in kinds) if s == "redis" else "–"
+        redis_col = " / ".join(f"{med(raw[s][k], 'redis_us'):.0f}" for k in kinds) if s.startswith("redis") else "–"
         print(f"| {s} | " + " | ".join(cells) + f" | {redis_col} |")
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1))
