@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from mcpkit.server import resp
 from mcpkit.server.resp import RespError, RespPool, encode
 
 from .scaleout_fixtures import RedisServer
@@ -84,5 +85,27 @@ def test_the_bus_and_a_restarted_redis(redis: RedisServer) -> None:
         redis.start()
         assert await pool.execute(("PING",)) == [b"PONG"]  # not through a dead connection
         pool.close()
+
+    trio.run(main)
+
+
+def test_commands_past_the_connection_cap_wait_their_turn(redis: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resp, "MAX_OPEN", 2)
+    peak: list[int] = []
+
+    async def main() -> None:
+        pool = RespPool(redis.url)
+
+        async def one(n: int) -> None:
+            # BLPOP holds its connection for a moment: 6 of them share 2 connections
+            assert await pool.execute(("BLPOP", f"none{n}", "0.05")) == [None]
+            peak.append(pool._open)
+
+        async with trio.open_nursery() as nursery:
+            for n in range(6):
+                nursery.start_soon(one, n)
+        assert max(peak) <= 2 and pool._open <= 2
+        pool.close()
+        assert pool._open == 0
 
     trio.run(main)

@@ -26,6 +26,8 @@ from ..httpclient.sockio import READ_SIZE, PlainSocket
 
 #: idle connections kept for reuse (more are opened when more commands are in flight at once)
 MAX_IDLE = 16
+#: connections open at once, at most; past it commands wait for one (in order)
+MAX_OPEN = 64
 
 
 class RespError(Exception):
@@ -192,6 +194,8 @@ class RespPool:
         self.username = urllib.parse.unquote(parts.username) if parts.username else None
         self.password = urllib.parse.unquote(parts.password) if parts.password else None
         self._idle: list[RespConnection] = []
+        self._open = 0  # connections in use or idle
+        self._waiters = trio.lowlevel.ParkingLot()
 
     async def _connect(self) -> RespConnection:
         if self.scheme == "unix":
@@ -240,25 +244,41 @@ class RespPool:
         """The replies to ``commands``, sent in one write; an error reply is a RespError in its
         place. OSError when Redis is out of reach; a connection that failed or was cancelled
         mid-way is closed, never reused."""
-        conn = None
-        while self._idle:
-            conn = self._idle.pop()
-            if conn.alive():
-                break
-            conn.close()
-            conn = None
-        if conn is None:
-            conn = await self._connect()
+        conn = await self._acquire()
         try:
             replies = await conn.roundtrip(encode(*commands), len(commands))
         except BaseException:
-            conn.close()
+            self._release(conn, keep=False)
             raise
-        if len(self._idle) < MAX_IDLE:
+        self._release(conn, keep=True)
+        return replies
+
+    async def _acquire(self) -> RespConnection:
+        while True:
+            while self._idle:
+                conn = self._idle.pop()
+                if conn.alive():
+                    return conn
+                conn.close()
+                self._open -= 1
+            if self._open < MAX_OPEN:
+                break
+            await self._waiters.park()
+        self._open += 1
+        try:
+            return await self._connect()
+        except BaseException:
+            self._open -= 1
+            self._waiters.unpark()
+            raise
+
+    def _release(self, conn: RespConnection, *, keep: bool) -> None:
+        if keep and len(self._idle) < MAX_IDLE:
             self._idle.append(conn)
         else:
             conn.close()
-        return replies
+            self._open -= 1
+        self._waiters.unpark()
 
     async def subscribe(self, channel: str) -> RespConnection:
         """A new connection subscribed to ``channel``: read its messages with ``replies()``
@@ -276,6 +296,7 @@ class RespPool:
     def close(self) -> None:
         while self._idle:
             self._idle.pop().close()
+            self._open -= 1
 
 
 __all__ = ["RespError", "RespPool", "encode"]
