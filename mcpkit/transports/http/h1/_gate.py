@@ -61,8 +61,11 @@ class Gate:
                 deadline = math.inf
                 if queue[0] is me and self.holders:  # the first in line wakes when the oldest place can be retired
                     deadline = next(iter(self.holders.values())) + self.hold
-                with trio.move_on_at(deadline):
+                if deadline == math.inf:
                     await me.event.wait()
+                else:
+                    with trio.move_on_at(deadline):
+                        await me.event.wait()
                 if me.handed or (queue[0] is me and self._room(trio.current_time()) > 0):
                     break
                 me.event = trio.Event()  # first in line now, or retired nobody yet: wait again
