@@ -144,10 +144,13 @@ def _env_list(name: str, sep: str = ",") -> list[str]:
               help="HTTP server: mcpkit's own HTTP/1.1 server, or hypercorn (HTTP/2) [default: mcpkit].")
 @click.option("--certfile", type=click.Path(exists=True, dir_okay=False), default=None, help="Serve HTTPS with this PEM certificate chain.")
 @click.option("--keyfile", type=click.Path(exists=True, dir_okay=False), default=None, help="The private key of --certfile (PEM).")
+@click.option("--traces", is_flag=True, default=False,
+              help="Export a span per request over OTLP/HTTP, configured by the OTEL_* variables (needs mcpkit[otel]; "
+                   "docs/observability.md).")
 @_selection
 def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
           auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, state: str | None, http_server: str | None, certfile: str | None, keyfile: str | None,
-          only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
+          traces: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
           upstreams: tuple[str, ...], paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
     """Serve the installed plugins' tools over MCP (stdio by default), the plugins in the module
     files or package folders PATH (each named after its file or folder), and any MCP server
@@ -157,6 +160,8 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
     overrides: dict[str, Any] = {k: v for k, v in given if v is not None}
     if allow_origins:
         overrides["allow_origins"] = list(allow_origins)
+    if traces:
+        overrides["traces"] = True
     auth = {k: v for k, v in (("verifier", auth_verifier), ("issuer", auth_issuer), ("resource", auth_resource)) if v}
     if auth:
         overrides["auth"] = auth
@@ -180,6 +185,10 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
     """Serve until stopped; the exit status. What stops the start is a StartupError (one line)."""
     import socket
 
+    if app.settings.traces:
+        from .server.tracing import need_otel
+
+        _start_check(need_otel)
     if transport != "stdio":
         from .server.logs import log_http_requests
 

@@ -97,6 +97,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_headers: int = 100
     #: tool behind POST /mcp/search (the REST search endpoint)
     search_tool: str = "search_code"
+    # -- telemetry (docs/observability.md) --
+    #: a span per request over OTLP/HTTP, configured by the standard OTEL_* variables (the otel extra)
+    traces: bool = False
     # -- state shared by several processes (docs/deploy.md) --
     #: "memory" (each process its own), or "redis://host:6379/0" / "rediss://..." (shared:
     #: sessions, their replay streams, notifications, tasks, the requestState secret)
