@@ -20,8 +20,7 @@ from .http_helpers import ACCEPT, HttpServer, modern_headers
 from .project_venv import project_venv
 
 #: what the core no longer brings: the extras' packages, and the web framework the plain routes ran on
-NOT_CORE = ("coredis", "pyjwt", "cryptography", "hypercorn", "quart", "quart-trio", "flask", "werkzeug", "opentelemetry-sdk",
-            "opentelemetry-exporter-otlp-proto-http")
+NOT_CORE = ("coredis", "pyjwt", "cryptography", "hypercorn", "quart", "quart-trio", "flask", "werkzeug", "opentelemetry-sdk")
 STATELESS_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 
 
@@ -89,7 +88,7 @@ JWT_AUTH = ("--auth", "jwt", "--auth-issuer", "https://issuer.example", "--auth-
     (("hypercorn",), ("--transport", "http", "--port", "0", "--server", "hypercorn", "--workers", "2"), {}, HYPERCORN),
     (("hypercorn",), ("--transport", "sse", "--port", "0"), {"MCPKIT_HTTP_SERVER": "hypercorn"}, HYPERCORN),
     (("opentelemetry-sdk",), ("--traces",), {}, OTEL),
-    (("opentelemetry-exporter-otlp-proto-http",), ("--transport", "http", "--port", "0", "--traces"), {}, OTEL),
+    (("opentelemetry-sdk",), ("--transport", "http", "--port", "0", "--traces"), {}, OTEL),
     (("opentelemetry-sdk",), ("--transport", "http", "--port", "0", "--workers", "2"), {"MCPKIT_TRACES": "true"}, OTEL),
 ], ids=["redis-stdio", "redis-http", "redis-workers", "jwt", "jwt-crypto", "hypercorn", "hypercorn-workers", "hypercorn-env",
         "otel-stdio", "otel-http", "otel-workers-env"])

@@ -17,7 +17,9 @@ serves (each ``--workers`` process exports its own spans). Off, nothing here is 
 The process's tracer provider is used when the application (or ``opentelemetry-instrument``)
 set one; otherwise one is made from the standard ``OTEL_*`` variables: ``OTEL_SERVICE_NAME``
 (default: the server's ``name``), ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_EXPORTER`` (``otlp``,
-the default, ``console`` — on stderr, stdio's stdout stays the protocol's — or ``none``),
+the default: mcpkit's own OTLP/HTTP protobuf exporter, :mod:`.otlp_export`; ``otlp_proto_http``,
+the OpenTelemetry package's, when installed; ``console`` — on stderr, stdio's stdout stays the
+protocol's — or ``none``),
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``…_HEADERS``,
 ``…_TIMEOUT``, ``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_*``; its spans are flushed when serving ends.
 """
@@ -64,6 +66,7 @@ class TracingObserver(Observer):
         self._context, self._propagate, self._trace = context, propagate, trace
         self._Link, self._Status, self._ERROR = Link, Status, StatusCode.ERROR
         self._SERVER, self._INTERNAL = SpanKind.SERVER, SpanKind.INTERNAL
+        self._fields: tuple[Any, frozenset[str]] = (None, frozenset())
 
     # -- requests ------------------------------------------------------------------------------
     def request(self, rec: RequestRecord) -> "_ServerSpan":
@@ -73,9 +76,11 @@ class TracingObserver(Observer):
         """The context a span continues, and its links: ``params._meta`` first, the HTTP
         headers next (a link when both carry one)."""
         propagator = self._propagate.get_global_textmap()
-        fields = propagator.fields
-        in_meta = meta is not None and any(f in meta for f in fields)
-        in_headers = headers is not None and any(f in headers for f in fields)
+        if propagator is not self._fields[0]:  # the keys it reads, worked out once per propagator
+            self._fields = (propagator, frozenset(propagator.fields))
+        fields = self._fields[1]
+        in_meta = meta is not None and not fields.isdisjoint(meta)
+        in_headers = headers is not None and not fields.isdisjoint(headers)
         if in_meta:
             ctx = propagator.extract(meta)
             if not in_headers:
@@ -191,11 +196,21 @@ def _exporters() -> list[Any]:
             protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
             if protocol.strip() != "http/protobuf":
                 raise StartupError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol}: traces are exported over OTLP/HTTP (http/protobuf) only")
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from .otlp_export import OtlpHttpSpanExporter
 
+            try:
+                out.append(OtlpHttpSpanExporter())
+            except ValueError as exc:
+                raise StartupError(str(exc)) from None
+        elif name == "otlp_proto_http":  # the OpenTelemetry package's exporter (slower), if installed
+            try:
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            except ImportError:
+                raise StartupError("OTEL_TRACES_EXPORTER=otlp_proto_http needs opentelemetry-exporter-otlp-proto-http "
+                                   "(or use otlp, mcpkit's own OTLP/HTTP exporter)") from None
             out.append(OTLPSpanExporter())
         else:
-            raise StartupError(f"OTEL_TRACES_EXPORTER={name}: traces are exported with otlp, console or none")
+            raise StartupError(f"OTEL_TRACES_EXPORTER={name}: traces are exported with otlp, otlp_proto_http, console or none")
     return out
 
 
