@@ -9,8 +9,11 @@ alternating rounds (this VM drifts within minutes, so every round measures every
                      server that reads each POST /v1/traces and answers 200): the server's CPU
                      includes its exporter thread (protobuf encoding, the HTTP posts)
   * traces-noexport  --traces with OTEL_TRACES_EXPORTER=none: spans made and ended, not exported
+  * traces-ratio10   --traces sampling one trace in ten (OTEL_TRACES_SAMPLER=parentbased_traceidratio, 0.1)
 wrk drives keep-alive connections; the figure is the server's CPU per call (from /proc), the
 median over the rounds, and the difference to off.
+
+``--micro CALLS`` measures the observer path alone in this process instead (see micro()).
 """
 
 from __future__ import annotations
@@ -37,13 +40,15 @@ META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontex
         "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"}}
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
            "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "greet"}
+#: --pin CPU: the CPU the servers and wrk run on (None: wherever the OS puts them)
+PIN: str | None = None
 BODY = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "greet", "arguments": {"name": "bench"}, "_meta": META}}
 
 
 class Sink:
     """An OTLP/HTTP endpoint that takes what it is sent and counts the posts."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.posts = 0
         self.bytes = 0
         sink = self
@@ -64,9 +69,10 @@ class Sink:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        if not port:
+            threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
 class Server:
@@ -79,6 +85,10 @@ class Server:
             args.append("--traces")
             env.update(OTEL_SERVICE_NAME=f"bench-{kind}", OTEL_EXPORTER_OTLP_ENDPOINT=sink.endpoint,
                        OTEL_TRACES_EXPORTER="none" if kind == "traces-noexport" else "otlp")
+            if kind == "traces-ratio10":  # one trace in ten recorded and exported
+                env.update(OTEL_TRACES_SAMPLER="parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG="0.1")
+        if PIN is not None:  # server and wrk on one CPU: no cross-CPU wake-ups in the CPU per call
+            args = ["taskset", "-c", PIN, *args]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         end = time.monotonic() + 30
         while time.monotonic() < end:
@@ -97,13 +107,77 @@ class Server:
             self.proc.kill()
 
 
+def micro(calls: int, rounds: int) -> None:
+    """The observer path alone, in this process: a SERVER span per call (with the attributes a
+    stateless tools/call gets), made current, ended, batched and exported to a sink in another
+    process; CPU of every thread here (the exporter's included) per call, against the same loop
+    with nothing watching. Less exposed to the other processes on a busy machine than wrk."""
+    port = free_port()
+    sink = subprocess.Popen([sys.executable, __file__, "--sink", str(port)], stdout=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        os.environ.update(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}", OTEL_SERVICE_NAME="bench-micro")
+        from mcpkit.protocol.jsonrpc import Answer
+        from mcpkit.server.observe import RequestRecord
+        from mcpkit.server.tracing import TracingObserver, tracer_provider
+
+        provider, _ = tracer_provider("bench-micro")
+        obs = TracingObserver(provider)
+        answer = Answer(1, {"content": [], "isError": False})
+
+        def off(n: int) -> None:
+            for i in range(n):
+                RequestRecord("tools/call", i, "http", None, "2026-07-28", "greet", META, HEADERS, "bench").finish(answer)
+
+        def traced(n: int) -> None:
+            for i in range(n):
+                rec = RequestRecord("tools/call", i, "http", None, "2026-07-28", "greet", META, HEADERS, "bench")
+                with obs.request(rec):
+                    rec.finish(answer)
+                if i % 512 == 511:  # as fast as the exporter: nothing dropped, everything measured
+                    provider.force_flush()
+            provider.force_flush()
+
+        res: dict[str, list[float]] = {"off": [], "traces": []}
+        traced(2000)
+        for r in range(rounds):
+            for name, fn in (("off", off), ("traces", traced)) if r % 2 == 0 else (("traces", traced), ("off", off)):
+                t = time.process_time()
+                fn(calls)
+                res[name].append((time.process_time() - t) / calls * 1e6)
+        off_us, on_us = statistics.median(res["off"]), statistics.median(res["traces"])
+        print(f"in-process observer path, {rounds} alternating rounds of {calls} calls: off {off_us:.1f} us, "
+              f"traces {on_us:.1f} us per call: +{on_us - off_us:.1f} us (rounds: {', '.join(f'{x:.1f}' for x in res['traces'])})")
+    finally:
+        sink.terminate()
+        sink.wait(10)
+
+
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--sink":  # the OTLP sink of micro(), in a process of its own
+        Sink(int(sys.argv[2])).server.serve_forever()
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--telemetry", default="off,traces,traces-noexport", help="modes, comma-separated")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--conns", default="1,8")
+    ap.add_argument("--pin", metavar="CPU", help="run the servers and wrk on this CPU (same-CPU placement)")
+    ap.add_argument("--micro", type=int, default=0, metavar="CALLS", help="only the in-process observer path, CALLS per round")
     a = ap.parse_args()
+    if a.micro:
+        micro(a.micro, a.rounds)
+        return
+    global PIN
+    PIN = a.pin
+    if PIN is not None:
+        os.sched_setaffinity(0, {int(PIN)})  # wrk, started from here, inherits it
     modes = [m.strip() for m in a.telemetry.split(",") if m.strip()]
     conns = [int(c) for c in a.conns.split(",")]
     sink = Sink()
