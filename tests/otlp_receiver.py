@@ -35,6 +35,7 @@ class Span:
     service: str
     links: list[tuple[str, str]] = field(default_factory=list)  # (trace id, span id)
     trace_state: str = ""
+    instance: str = ""  # the resource's service.instance.id (one per process)
 
 
 def _value(v: AnyValue) -> Any:
@@ -57,7 +58,7 @@ def decode(body: bytes) -> list[Span]:
                 out.append(Span(s.name, KINDS.get(s.kind, str(s.kind)), s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(),
                                 {kv.key: _value(kv.value) for kv in s.attributes}, STATUS[s.status.code], s.status.message,
                                 str(resource.get("service.name", "")), [(ln.trace_id.hex(), ln.span_id.hex()) for ln in s.links],
-                                s.trace_state))
+                                s.trace_state, str(resource.get("service.instance.id", ""))))
     return out
 
 

@@ -134,6 +134,23 @@ def test_http_spans_and_traceparent_from_meta_and_header() -> None:
                                  "gen_ai.tool.name": "work_in_thread", "gen_ai.operation.name": "execute_tool"}
 
 
+def test_every_worker_exports_its_spans() -> None:
+    """--workers 2: each forked worker has its own provider and exporter, and flushes what it
+    holds when it is stopped (a worker leaves with os._exit: no atexit would do it)."""
+    with OtlpReceiver() as otlp:
+        env = {**otlp.env("workers"), "OTEL_BSP_SCHEDULE_DELAY": "60000"}  # nothing leaves before the stop
+        with HttpServer(*SERVE_PLUGIN, "--traces", "--workers", "2", env=env) as srv:
+            for i in range(40):
+                status, _, _ = srv.rpc("tools/call", tool_call("work", {"n": 2}, modern_meta()),
+                                       headers=modern_headers("tools/call", "work"), rid=i)
+                assert status == 200
+            assert otlp.posts == []
+            assert srv.stop() == 0
+        spans = otlp.wait_for(lambda: len(otlp.named("tools/call work")) == 40 and otlp.named("tools/call work"))
+        assert sorted(int(s.attributes["jsonrpc.request.id"]) for s in spans) == list(range(40))
+        assert all(s.instance for s in spans)
+
+
 @pytest.mark.parametrize("upstream_transport", ["http", "stdio"])
 def test_one_trace_across_a_gateway_hop(tmp_path: Path, upstream_transport: str) -> None:
     """The caller's span -> the gateway's SERVER span -> its CLIENT span to the upstream -> the
