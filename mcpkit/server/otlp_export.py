@@ -32,9 +32,9 @@ log = logging.getLogger("mcpkit.server")
 
 DEFAULT_ENDPOINT = "http://localhost:4318/v1/traces"
 _RETRY = {429, 502, 503, 504}
-#: attributes whose values differ on every span: not worth keeping encoded
-_UNIQUE = frozenset({"jsonrpc.request.id", "mcp.session.id"})
-_CACHE_MAX = 4096
+#: attribute keys, and string values per key, whose encoding is kept
+_CACHE_MAX = 1024
+_VALUES_PER_KEY = 64
 _F64 = struct.Struct("<Q").pack
 _D64 = struct.Struct("<d").pack
 _F32 = struct.Struct("<I").pack
@@ -87,7 +87,9 @@ class _Encoder:
     """OTLP bytes of spans; keeps the bytes of repeated attributes, resources and scopes."""
 
     def __init__(self) -> None:
-        self._kv: dict[tuple[bytes, str, Any, type], bytes] = {}
+        #: per field tag, per attribute key: the encoded KeyValue field of each string value seen
+        #: (at most _VALUES_PER_KEY values a key: an id that differs every time stops being kept)
+        self._kv: dict[bytes, dict[str, dict[str, bytes]]] = {}
         #: by (id(resource), id(scope)): their encoded fields, and the objects (held, so the ids stay theirs)
         self._heads: dict[tuple[int, int], tuple[bytes, bytes, Any, Any]] = {}
 
@@ -96,19 +98,22 @@ class _Encoder:
         if not attrs:
             return b""
         out = []
-        cache = self._kv
-        # the SDK's BoundedAttributes is a mapping over a dict: iterating the dict is 3x quicker
-        items = getattr(attrs, "_dict", attrs)
+        by_key = self._kv.get(tag)
+        if by_key is None or len(by_key) > _CACHE_MAX:
+            by_key = self._kv[tag] = {}
+        items = getattr(attrs, "_dict", attrs)  # the SDK's BoundedAttributes holds a plain dict
         for k, v in items.items():
-            if k in _UNIQUE or not isinstance(v, (str, bool, int)):
+            if type(v) is not str:
                 out.append(_field(tag, _key_value(k, v)))
                 continue
-            key = (tag, k, v, type(v))  # True and 1 are equal keys otherwise
-            enc = cache.get(key)
+            values = by_key.get(k)
+            if values is None:
+                values = by_key[k] = {}
+            enc = values.get(v)
             if enc is None:
-                if len(cache) >= _CACHE_MAX:
-                    cache.clear()
-                enc = cache[key] = _field(tag, _key_value(k, v))
+                enc = _field(tag, _key_value(k, v))
+                if len(values) < _VALUES_PER_KEY:
+                    values[v] = enc
             out.append(enc)
         return b"".join(out)
 
@@ -139,13 +144,16 @@ class _Encoder:
                 flags |= 0x200
         parts += (_field(b"\x2a", s.name.encode()), _KIND[s.kind],
                   b"\x39", _F64(s.start_time or 0), b"\x41", _F64(s.end_time or 0))
-        parts.append(self.attributes(b"\x4a", s.attributes))
+        # the attributes' plain dict where the SDK keeps one (the public property wraps it in a
+        # read-only proxy over a mapping class: iterating that costs more than encoding)
+        parts.append(self.attributes(b"\x4a", getattr(s, "_attributes", None) or s.attributes))
         if s.dropped_attributes:
             parts += (b"\x50", _varint(s.dropped_attributes))
-        for e in s.events:
+        events, links = s.events, s.links
+        for e in events if events else ():
             body = b"\x09" + _F64(e.timestamp) + _field(b"\x12", e.name.encode()) + self.attributes(b"\x1a", e.attributes)
             parts.append(_field(b"\x5a", body))
-        for ln in s.links:
+        for ln in links if links else ():
             lc = ln.context
             body = b"\x0a\x10" + lc.trace_id.to_bytes(16, "big") + b"\x12\x08" + lc.span_id.to_bytes(8, "big")
             if lc.trace_state:
