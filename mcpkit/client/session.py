@@ -25,7 +25,7 @@ from ..protocol.types import (
     META_PROTOCOL_VERSION,
     TASKS_EXTENSION,
 )
-from ._tracing import client_span
+from ._otel import client_span
 from .errors import (
     BadResponse,
     ConnectionClosed,
@@ -42,7 +42,7 @@ log = logging.getLogger("mcpkit.client")
 Callback = Callable[..., Union[Awaitable[Any], Any]]
 #: Methods a handshake-era client may send before the handshake completes.
 _BEFORE_READY = frozenset({"initialize", "ping", "server/discover"})
-#: the module whose presence means OpenTelemetry is in use in this process (see _tracing.py)
+#: the module whose presence means OpenTelemetry is in use in this process (see _otel.py)
 _OTEL = "opentelemetry.trace"
 #: notification callbacks waiting to run; beyond this they are dropped (a flooding server)
 _CALLBACK_QUEUE = 4096
