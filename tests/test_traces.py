@@ -86,6 +86,9 @@ def test_stdio_spans_and_a_traceparent_in_meta() -> None:
             meta = {"traceparent": TRACEPARENT, "tracestate": "rojo=00f067aa0ba902b7"}
             reply = srv.request("tools/call", tool_call("work_in_thread", {"n": 3}, meta))
             assert reply["result"]["content"][0]["text"] == "worked 3 in a thread"  # stdout held only protocol
+            assert "a note called x" in json.dumps(srv.request("resources/read", {"uri": "traced://notes/x"}))
+            assert "Summarize trains" in json.dumps(srv.request("prompts/get", {"name": "summarize", "arguments": {"topic": "trains"}}))
+            assert srv.request("tools/list")["result"]["tools"]
             srv.send({"jsonrpc": "2.0", "method": "notifications/roots/list_changed", "params": {"_meta": {"traceparent": TRACEPARENT}}})
             assert srv.request("ping") is not None
             assert srv.close() == 0  # stdin closed: the server ends and flushes its spans
@@ -96,6 +99,13 @@ def test_stdio_spans_and_a_traceparent_in_meta() -> None:
         assert continued.attributes["jsonrpc.request.id"] == str(reply["id"])
         thread_span = one(children(otlp, one(children(otlp, continued))))  # from the worker thread, under the middleware
         assert thread_span.name == "inner thread work"
+        read = one(otlp.named("resources/read"))  # the URI is an attribute, never in the name
+        assert read.attributes["mcp.resource.uri"] == "traced://notes/x" and "gen_ai.tool.name" not in read.attributes
+        prompt = one(otlp.named("prompts/get summarize"))
+        assert prompt.attributes["gen_ai.prompt.name"] == "summarize" and "gen_ai.operation.name" not in prompt.attributes
+        listed = one(otlp.named("tools/list"))
+        assert (listed.kind, listed.status) == ("SERVER", "UNSET") and "gen_ai.tool.name" not in listed.attributes
+        assert not otlp.named("initialize") and not otlp.named("ping")  # answered by the protocol core: no span
         note = one(otlp.named("notifications/roots/list_changed"))
         assert (note.kind, note.trace_id, note.parent_id) == ("SERVER", CALLER_TRACE, CALLER_SPAN)
         assert note.attributes == {"mcp.method.name": "notifications/roots/list_changed", "network.transport": "pipe"}

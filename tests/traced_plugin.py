@@ -42,6 +42,17 @@ def otel_modules() -> list[str]:
     return sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry")
 
 
+@mcpkit.resource("traced://notes/{name}", name="note", mime_type="text/plain")
+async def note(name: str) -> str:
+    return f"a note called {name}"
+
+
+@mcpkit.prompt
+def summarize(topic: str) -> str:
+    """Ask for a summary."""
+    return f"Summarize {topic}."
+
+
 @mcpkit.middleware(name="audit", methods={"tools/call"})
 async def audit(call: Any, call_next: Any) -> dict[str, Any]:
     return await call_next()
@@ -50,6 +61,16 @@ async def audit(call: Any, call_next: Any) -> dict[str, Any]:
 @mcpkit.hookimpl
 def mcpkit_tools(config: dict) -> list:
     return [work, work_in_thread, broken, otel_modules]
+
+
+@mcpkit.hookimpl
+def mcpkit_resources(config: dict) -> list:
+    return [note]
+
+
+@mcpkit.hookimpl
+def mcpkit_prompts(config: dict) -> list:
+    return [summarize]
 
 
 @mcpkit.hookimpl
