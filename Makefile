@@ -7,9 +7,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.mcpkit-installed
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
-# mcpkit's extras (Redis state, OAuth/JWT, hypercorn, the dev watcher) and openapi's [embeddings] extra (hybrid
+# mcpkit's extras (Redis state, OAuth/JWT, hypercorn, OpenTelemetry, the dev watcher) and openapi's [embeddings] extra (hybrid
 # ranking) are installed too, so `make serve` can use every setting and `make test` tests them all.
-EDITABLES   := -e '.[test,dev,redis,oauth,hypercorn]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
+EDITABLES   := -e '.[test,dev,redis,oauth,hypercorn,otel]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
 
 .PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-gateway bench-scaleout bench-io dist fuzz clean
 

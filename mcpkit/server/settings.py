@@ -105,6 +105,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     console_token: str | None = None
     #: peer addresses (by the socket, never the Host header) that use the console without the token
     console_trusted: list[str] = msgspec.field(default_factory=lambda: ["127.0.0.0/8", "::1/128"])
+    # -- telemetry (docs/observability.md) --
+    #: a span per request over OTLP/HTTP, configured by the standard OTEL_* variables (the otel extra)
+    traces: bool = False
     # -- state shared by several processes (docs/deploy.md) --
     #: "memory" (each process its own), or "redis://host:6379/0" / "rediss://..." (shared:
     #: sessions, their replay streams, notifications, tasks, the requestState secret)

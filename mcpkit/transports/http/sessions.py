@@ -186,9 +186,11 @@ class PostOrigin:
     """One POST of a session: where what its message causes goes (the HTTP adapter reads it
     when the session has acted)."""
 
-    __slots__ = ("channel", "replies", "batch", "_batch_done")
+    __slots__ = ("channel", "replies", "batch", "_batch_done", "headers")
 
-    def __init__(self) -> None:
+    def __init__(self, headers: dict[str, str] | None = None) -> None:
+        #: the POST's headers, kept only when observers watch (the trace context of its request)
+        self.headers = headers
         self.channel: Any = None  # the channel of the request it carries, if any
         self.replies: list[Answer] = []  # answers made at once
         self.batch: list[Answer] | None = None
