@@ -7,9 +7,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.mcpkit-installed
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
-# mcpkit's extras (Redis state, OAuth/JWT, hypercorn, the dev watcher) and openapi's [embeddings] extra (hybrid
+# mcpkit's extras (Redis state, OAuth/JWT, hypercorn, OpenTelemetry, the dev watcher) and openapi's [embeddings] extra (hybrid
 # ranking) are installed too, so `make serve` can use every setting and `make test` tests them all.
-EDITABLES   := -e '.[test,dev,redis,oauth,hypercorn]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
+EDITABLES   := -e '.[test,dev,redis,oauth,hypercorn,otel]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
 
 .PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-gateway bench-scaleout bench-io bench-session dist fuzz clean
 
@@ -51,7 +51,8 @@ $(TS_FIXTURE)/node_modules/.installed: $(TS_FIXTURE)/package.json
 
 ts-fixtures: $(TS_FIXTURE)/node_modules/.installed
 
-# The scale-out tests run a real redis-server and HAProxy (Debian packages, installed when missing).
+# The scale-out tests run a real redis-server and HAProxy, the console tests a headless Chromium driven
+# through chromedriver (Debian packages, installed when missing).
 test: install fixtures test-tools ts-fixtures
 	$(VENV)/bin/lint-imports --no-logo --no-cache
 	PYTHONPATH=$(CONF_SITE) $(VENV)/bin/pytest -q
@@ -59,6 +60,7 @@ test: install fixtures test-tools ts-fixtures
 
 test-tools:
 	@command -v redis-server >/dev/null && command -v haproxy >/dev/null || scripts/need-debian-packages redis-server haproxy
+	@command -v chromium >/dev/null && test -x /usr/bin/chromedriver || scripts/need-debian-packages chromium chromium-driver
 
 # The official conformance harness against the conformance example plugin (installs both).
 conformance: install fixtures

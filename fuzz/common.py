@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,3 +83,16 @@ def server_env(work: Path) -> dict[str, str]:
 
 
 PLUGINS = ["--plugin", "conformance", "--plugin", "codesearch", "--plugin", "openapi", "--plugin", "hostile"]
+
+
+def stop_server(proc: "subprocess.Popen[bytes]", stderr: Any) -> None:
+    """End a stdio server the way a host does (close its input), kill it if it lingers, and
+    close the file its stderr went to."""
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(15)
+    except (OSError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+    stderr.close()

@@ -37,6 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "plugins" / "codesearch" / "tests"))
 import hostile_git as hg  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "fuzz"))
+from common import stop_server  # noqa: E402
+
 MCPKIT = Path(sys.executable).with_name("mcpkit")
 ANSWER_TIMEOUT = 60.0
 MAX_CASES = 5000
@@ -115,14 +118,7 @@ class Server:
         return self.request("tools/call", {"name": name, "arguments": arguments})
 
     def stop(self) -> None:
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            self.proc.wait(15)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
-        self.stderr.close()
+        stop_server(self.proc, self.stderr)
 
 
 # -- random mixtures -----------------------------------------------------------------------------
@@ -228,7 +224,9 @@ def _check(server: Server, scene: hg.Scene, tally: RepoTally, name: str, case: h
         tally.leaks += 1
 
 
-def run_hostile_repos(seconds: float, seed: int, work: Path) -> RepoTally:
+def run_hostile_repos(seconds: float, seed: int, work: Path, min_mixtures: int = 0) -> RepoTally:
+    """The known vectors, then random mixtures for ``seconds`` (at least ``min_mixtures`` of
+    them however long they take: a loaded machine still tries some)."""
     tally = RepoTally()
     rng = random.Random(seed)
     work.mkdir(parents=True, exist_ok=True)
@@ -238,7 +236,9 @@ def run_hostile_repos(seconds: float, seed: int, work: Path) -> RepoTally:
     leaked: set[str] = set()  # project/path of every outside file served
     started = time.monotonic()
     try:
-        while tally.cases < MAX_CASES and (fixed or time.monotonic() - started < seconds):
+        first_mixture = len(fixed)
+        while tally.cases < MAX_CASES and (fixed or time.monotonic() - started < seconds
+                                           or tally.cases - first_mixture < min_mixtures):
             d = scene.allowed / f"c{tally.cases}"
             if fixed:
                 build = fixed.pop(0)
@@ -278,12 +278,13 @@ def report(tally: RepoTally, seconds: float, seed: int) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--min-mixtures", type=int, default=0, help="random mixtures to try however long they take")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write the tally as JSON here")
     parser.add_argument("--work", type=Path, help="build the scene here (default: a temporary directory)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mcpkit-fuzz-repos-") as tmp:
-        tally = run_hostile_repos(args.seconds, args.seed, args.work or Path(tmp))
+        tally = run_hostile_repos(args.seconds, args.seed, args.work or Path(tmp), args.min_mixtures)
     print(report(tally, args.seconds, args.seed))
     if args.out:
         args.out.write_text(json.dumps(asdict(tally), indent=2))

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from common import BIN, INIT, ROOT, Tally, server_env, well_formed
+from common import BIN, INIT, ROOT, Tally, server_env, stop_server, well_formed
 
 sys.path.insert(0, str(ROOT / "plugins" / "openapi" / "tests"))
 import hostile_specs as hs  # noqa: E402
@@ -106,14 +106,7 @@ class _Server:
             return line, len(line)
 
     def stop(self) -> str:
-        try:
-            if self.proc.stdin:
-                self.proc.stdin.close()
-            self.proc.wait(15)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
-        self.stderr.close()
+        stop_server(self.proc, self.stderr)
         return self.stderr_path.read_text("utf-8", errors="replace")
 
 

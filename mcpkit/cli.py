@@ -144,19 +144,29 @@ def _env_list(name: str, sep: str = ",") -> list[str]:
               help="HTTP server: mcpkit's own HTTP/1.1 server, or hypercorn (HTTP/2) [default: mcpkit].")
 @click.option("--certfile", type=click.Path(exists=True, dir_okay=False), default=None, help="Serve HTTPS with this PEM certificate chain.")
 @click.option("--keyfile", type=click.Path(exists=True, dir_okay=False), default=None, help="The private key of --certfile (PEM).")
+@click.option("--console", is_flag=True, default=None,
+              help="Serve the browser console on /console (HTTP): plugins, tools, live calls, try-it forms; "
+                   "loopback clients only unless --console-token (docs/console.md).")
+@click.option("--console-token", envvar="MCPKIT_CONSOLE_TOKEN", default=None,
+              help="Operator token that opens the console to other addresses (not an MCP token).")
+@click.option("--traces", is_flag=True, default=False,
+              help="Export a span per request over OTLP/HTTP, configured by the OTEL_* variables (needs mcpkit[otel]; "
+                   "docs/observability.md).")
 @_selection
 def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
           auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, state: str | None, http_server: str | None, certfile: str | None, keyfile: str | None,
-          only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
+          console: bool | None, console_token: str | None, traces: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
           upstreams: tuple[str, ...], paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
     """Serve the installed plugins' tools over MCP (stdio by default), the plugins in the module
     files or package folders PATH (each named after its file or folder), and any MCP server
     named with --upstream or [upstreams.NAME] (docs/gateway.md)."""
     given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("state", state), ("http_server", http_server),
-             ("certfile", certfile), ("keyfile", keyfile))
+             ("certfile", certfile), ("keyfile", keyfile), ("console", console), ("console_token", console_token))
     overrides: dict[str, Any] = {k: v for k, v in given if v is not None}
     if allow_origins:
         overrides["allow_origins"] = list(allow_origins)
+    if traces:
+        overrides["traces"] = True
     auth = {k: v for k, v in (("verifier", auth_verifier), ("issuer", auth_issuer), ("resource", auth_resource)) if v}
     if auth:
         overrides["auth"] = auth
@@ -180,6 +190,10 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
     """Serve until stopped; the exit status. What stops the start is a StartupError (one line)."""
     import socket
 
+    if app.settings.traces:
+        from .server.tracing import need_otel
+
+        _start_check(need_otel)
     if transport != "stdio":
         from .server.logs import log_http_requests
 
@@ -189,15 +203,29 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
 
             _start_check(need_hypercorn)
         log_http_requests()  # in every process: the workers inherit it (or set it up the same way)
+        if app.settings.console:
+            from .transports.http.console import check_console_settings
+
+            _start_check(check_console_settings, app.settings)
+    elif overrides.get("console"):  # a config file's console = true is for its HTTP runs; stdio ignores it
+        raise click.UsageError("the console is served over HTTP: add --transport http (or use mcpkit dev --transport http)")
     if transport != "stdio" and app.settings.workers > 1:
-        if app.settings.http_server == "hypercorn":
-            from .transports.http.hypercorn_workers import run_workers
+        import contextlib
 
-            return run_workers(selection, overrides, app.settings.workers)
-        from .plugins.loader import lifespans as plugin_lifespans
-        from .transports.http.forked_workers import run_forked
+        share: Any = contextlib.nullcontext()
+        if app.settings.console:
+            from .transports.http.console import shared_folder
 
-        return run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
+            share = shared_folder(app.settings)
+        with share:  # the folder of the workers' console snapshots (docs/console.md)
+            if app.settings.http_server == "hypercorn":
+                from .transports.http.hypercorn_workers import run_workers
+
+                return run_workers(selection, overrides, app.settings.workers)
+            from .plugins.loader import lifespans as plugin_lifespans
+            from .transports.http.forked_workers import run_forked
+
+            return run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
     import trio
 
     from .plugins.loader import lifespans

@@ -21,8 +21,8 @@ from .cli import _failure, _one_line, _prepare, _selection, serving_summary
 def console_url(app: Any, base: str) -> str | None:
     """Where the browser console of this app is (its try-it page shows each save), or None.
 
-    The hook for the observability console: a server that serves one sets ``app.console_path``
-    (e.g. ``"/console"``); until then nothing is printed."""
+    The HTTP app sets ``app.console_path`` (``"/console"``) when it serves the console (the
+    ``console`` setting; ``mcpkit dev --transport http`` turns it on)."""
     path = getattr(app, "console_path", None)
     return f"{base}{path}" if path else None
 
@@ -36,9 +36,13 @@ def console_url(app: Any, base: str) -> str | None:
               help="Extra allowed Origin (repeatable). Loopback origins are always allowed.")
 @click.option("--auth-token", envvar="MCPKIT_AUTH_TOKEN", default=None, help="Require this bearer token on HTTP requests.")
 @click.option("--poll", is_flag=True, help="Watch by polling file times even when watchfiles is installed.")
+@click.option("--console/--no-console", default=True, show_default=True,
+              help="With --transport http: serve the browser console on /console (try-it forms that follow each save).")
+@click.option("--console-token", envvar="MCPKIT_CONSOLE_TOKEN", default=None,
+              help="Operator token that opens the console to other addresses (not an MCP token).")
 @_selection
 def dev_cmd(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
-            poll: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
+            poll: bool, console: bool, console_token: str | None, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
             upstreams: tuple[str, ...], paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
     """Serve the plugins in the files or folders PATH (and the installed ones), reloading each
     one when it is saved.
@@ -49,6 +53,10 @@ def dev_cmd(transport: str, host: str | None, port: int | None, allow_origins: t
                                  if v is not None}
     if allow_origins:
         overrides["allow_origins"] = list(allow_origins)
+    if transport == "http":
+        overrides["console"] = console
+        if console_token is not None:
+            overrides["console_token"] = console_token
     baseline = _baseline((*paths, *plugin_path))
     app, loaded, config, strict = _prepare(only, disable, config_path, strict, overrides, upstreams=upstreams,
                                            paths=(*paths, *plugin_path), reloading=True)
@@ -84,7 +92,13 @@ def _run(app: Any, loaded: Any, config: Any, strict: bool, transport: str, poll:
     if transport == "http":
         from .server.logs import log_http_requests
         from .transports.http.binding import listen
+        from .transports.http.console import check_console_settings
 
+        if app.settings.console:
+            try:
+                check_console_settings(app.settings)
+            except ValueError as exc:
+                raise click.ClickException(str(exc)) from None
         log_http_requests()
         sockets = listen(app.settings)
     others = lifespans(loaded, config, skip=loaded.paths)

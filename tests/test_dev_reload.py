@@ -235,7 +235,7 @@ async def test_over_http_the_session_stream_gets_list_changed_and_lifespans_turn
     finally:
         assert server.stop() == 0, server.stderr
     assert life.read_text().endswith("exit v1\nexit v2\n")
-    assert "try it in the browser" not in server.stderr  # no console in this app: nothing printed
+    assert f"mcpkit dev: try it in the browser: {server.url}/console" in server.stderr  # dev over HTTP serves the console
 
 
 async def test_a_reload_that_would_clash_with_an_installed_plugin_is_refused(tmp_path: Path) -> None:

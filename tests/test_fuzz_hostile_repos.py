@@ -15,7 +15,7 @@ import hostile_git  # noqa: E402
 
 def test_hostile_repositories_run_nothing_and_leak_nothing(tmp_path: Path) -> None:
     out = tmp_path / "repos.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "fuzz" / "hostile_repos.py"), "--seconds", "4", "--seed", "5",
+    proc = subprocess.run([sys.executable, str(ROOT / "fuzz" / "hostile_repos.py"), "--seconds", "4", "--seed", "5", "--min-mixtures", "4",
                            "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     tally = json.loads(out.read_text())

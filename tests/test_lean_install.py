@@ -26,7 +26,8 @@ from .http_helpers import ACCEPT, HttpServer, modern_headers
 #: setuptools, which every venv has, not counted)
 CORE_LIMIT = 32
 #: what must never come with the core: the extras' packages and a web framework
-NOT_CORE = {"coredis", "pyjwt", "cryptography", "hypercorn", "quart", "quart-trio", "flask", "werkzeug"}
+NOT_CORE = {"coredis", "pyjwt", "cryptography", "hypercorn", "quart", "quart-trio", "flask", "werkzeug", "opentelemetry-api",
+            "opentelemetry-sdk", "protobuf"}
 
 
 def pip_install(venv: Path, *targets: str) -> None:
@@ -79,11 +80,20 @@ def test_the_core_install_serves(core_venv: Path) -> None:
         assert status == 200 and "greet" in {t["name"] for t in json.loads(body)["result"]["tools"]}
 
 
+def test_the_core_install_serves_the_console_page(core_venv: Path) -> None:
+    """The console's page, script and style are package data: a real (not editable) install has them."""
+    with HttpServer("--plugin", "hello", "--console", exe=str(core_venv / "bin" / "mcpkit")) as srv:
+        for path, kind, mark in (("/console", "text/html", b"console.js"), ("/console/static/console.js", "text/javascript", b"EventSource"),
+                                 ("/console/static/console.css", "text/css", b".tool")):
+            status, headers, body = srv.call("GET", path)
+            assert status == 200 and headers["content-type"].startswith(kind) and mark in body, path
+
+
 def test_the_extras_install_on_top(core_venv: Path, checkout: Path) -> None:
     before = installed(core_venv)
     pip_install(core_venv, f"{checkout}[{','.join(EXTRAS)}]")
     added = installed(core_venv) - before
-    assert {"coredis", "pyjwt", "cryptography", "hypercorn"} <= added, sorted(added)
+    assert {"coredis", "pyjwt", "cryptography", "hypercorn", "opentelemetry-sdk"} <= added, sorted(added)
     modules = sorted({m for ms in EXTRAS.values() for m in ms})
     code = f"import importlib; [importlib.import_module(m) for m in {modules!r}]"
     proc = subprocess.run([str(core_venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=60)

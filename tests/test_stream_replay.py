@@ -242,6 +242,34 @@ async def test_events_arriving_while_the_log_is_read_come_after_the_replay_once(
         assert stream.last_pos == late
 
 
+class SlowAnswers(MemoryBackend):
+    """The in-memory log with a network's delay between storing an event and saying so (what
+    Redis does): an append is in the log before its caller hears back."""
+
+    async def append(self, sid: str, key: str, data: bytes, final: bool) -> str:
+        pos = await super().append(sid, key, data, final)
+        await trio.sleep(0.05)
+        return pos
+
+
+async def test_an_event_stored_while_a_reader_attaches_reaches_it_once() -> None:
+    """A client resumes on the process whose request is emitting: the replay reads an event
+    whose append has not returned yet; when it returns, the reader must not get it again."""
+    backend = SlowAnswers(1000, BIG, 16 * BIG)
+    async with a_session(backend) as session:
+        stream = session.new_stream()
+        await stream.emit(b"1")
+        await stream.emit(b"2")  # streams: kept from here
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stream.emit, b"3")
+            await trio.sleep(0.01)  # "3" is in the log, its append has not returned
+            box = await stream.attach("0")
+            await trio.sleep(0.1)  # the append returns and delivers
+        assert [d for _, d in await queued(box)] == [b"1", b"2", b"3"]
+        await stream.emit(b"4")
+        assert [d for _, d in await queued(box)] == [b"4"]
+
+
 # -- finished streams ---------------------------------------------------------------------------------------
 
 async def test_a_finished_stream_closes_its_reader_and_replays_to_the_end(backends: Backends) -> None:

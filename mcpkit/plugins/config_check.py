@@ -26,6 +26,7 @@ OTHER_VARIABLES = {
     "MCPKIT_PLUGIN_PATHS": "plugin files or folders to load, like --plugin-path (separated by the OS's path separator)",
     "MCPKIT_DATA_DIR": "where plugins keep data (mcpkit.data_dir)",
     "MCPKIT_HTTP_WORKER": "set by mcpkit serve --workers for its worker processes",
+    "MCPKIT_CONSOLE_SHARE": "set by mcpkit serve --workers --console: the folder of the workers' console snapshots",
     "MCPKIT_CLIENT_TOKEN": "the client's --auth-token",
     "MCPKIT_OAUTH_CLIENT_ID": "the client's --oauth-client-id",
     "MCPKIT_OAUTH_CLIENT_SECRET": "the client's --oauth-client-secret",

@@ -173,7 +173,9 @@ class SessionRunner:
                     scopes = self.scopes
                 observers = self.dispatcher.app.observers
                 if observers:
-                    answer = await self._observed(observers, req, _RequestPeer(self, channel), scopes)
+                    # an HTTP session's POST carries its headers (trace context) when observers watch
+                    headers = getattr(run.origin, "headers", None)
+                    answer = await self._observed(observers, req, _RequestPeer(self, channel), scopes, headers)
                 else:
                     answer = await self.dispatcher.answer(req, _RequestPeer(self, channel), scopes)
             finally:
@@ -190,8 +192,9 @@ class SessionRunner:
             if self.serving == 0:
                 self._idle.set()
 
-    async def _observed(self, observers: Observers, req: Any, peer: "_RequestPeer", scopes: Any) -> Answer | None:
-        rec = RequestRecord.of(req, self.transport, self.session_id)
+    async def _observed(self, observers: Observers, req: Any, peer: "_RequestPeer", scopes: Any,
+                        headers: dict[str, str] | None = None) -> Answer | None:
+        rec = RequestRecord.of(req, self.transport, self.session_id, headers)
         try:
             with observers.request(rec):
                 answer = await self.dispatcher.answer(req, peer, scopes)

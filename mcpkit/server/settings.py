@@ -104,6 +104,17 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_headers: int = 100
     #: tool behind POST /mcp/search (the REST search endpoint)
     search_tool: str = "search_code"
+    # -- the browser console (docs/console.md) --
+    #: serve /console: plugins, tools and their schemas, live calls, try-it forms (off: 404)
+    console: bool = False
+    #: the operator token that opens the console to clients outside console_trusted (a bearer
+    #: header, or typed once into the page); never an MCP token
+    console_token: str | None = None
+    #: peer addresses (by the socket, never the Host header) that use the console without the token
+    console_trusted: list[str] = msgspec.field(default_factory=lambda: ["127.0.0.0/8", "::1/128"])
+    # -- telemetry (docs/observability.md) --
+    #: a span per request over OTLP/HTTP, configured by the standard OTEL_* variables (the otel extra)
+    traces: bool = False
     # -- state shared by several processes (docs/deploy.md) --
     #: "memory" (each process its own), or "redis://host:6379/0" / "rediss://..." (shared:
     #: sessions, their replay streams, notifications, tasks, the requestState secret)
@@ -129,7 +140,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 _ENV_PREFIX = "MCPKIT_"
 _AUTH_ENV_PREFIX = "MCPKIT_AUTH__"
-_LISTS = {"allow_origins"}
+_LISTS = {"allow_origins", "console_trusted"}
 #: earlier names still read: old name -> current name
 _RENAMED = {"max_body_bytes": "max_message_bytes"}
 

@@ -61,6 +61,12 @@ class HttpApp:
         self.active = 0  # requests being served (streams included)
         #: hypercorn's workers: a pipe that ends when the supervising process is gone
         self.orphan_fd: int | None = None
+        #: the browser console at /console (``console`` setting), else None: nothing watches
+        self.console: Any = None
+        if s.console:
+            from .console import Console
+
+            self.console = Console(self)
 
     async def shutdown(self) -> None:
         """Start draining: standalone streams and subscriptions end cleanly at once; requests
@@ -106,6 +112,8 @@ class HttpApp:
             if self.orphan_fd is not None:
                 nursery.start_soon(self.leave_when_orphaned, self.orphan_fd)
             stack.enter_context(self.app.hub.relaying(self.streamable.forward_change))
+            if self.console is not None:
+                nursery.start_soon(self.console.run)
             self.started.set()
             try:
                 yield
@@ -219,6 +227,9 @@ class HttpApp:
         method, path = ex.method, ex.path
         if not self.guard.host_allowed(h.get("host")):
             await ex.respond(421, error_body(jsonrpc.INVALID_REQUEST, "Misdirected Request: Host not allowed"))
+            return
+        if self.console is not None and path.startswith("/console") and path[8:9] in ("", "/"):
+            await self.console.serve(ex)  # its own access rule (console/access.py), not MCP's tokens
             return
         if origin is not None and not self.guard.origin_allowed(origin):
             await ex.respond(403, error_body(jsonrpc.INVALID_REQUEST, "Forbidden: Origin not allowed"))

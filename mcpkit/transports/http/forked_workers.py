@@ -39,6 +39,8 @@ def run_forked(app: App, lifespans: list[tuple[str, Any]], *, strict: bool = Fal
     for url in urls([sock], bool(s.certfile)):
         print(f"mcpkit: serving MCP on {url}/mcp (legacy SSE on {url}/sse) with {s.workers} workers",
               file=sys.stderr, flush=True)
+        if s.console:
+            print(f"mcpkit: console on {url}/console (each worker merges the others' snapshots)", file=sys.stderr, flush=True)
     stopping = False
 
     def on_signal(signum: int, frame: Any) -> None:

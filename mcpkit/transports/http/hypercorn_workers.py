@@ -42,6 +42,8 @@ def run_workers(selection: dict[str, Any], settings_overrides: dict[str, Any], w
         for url in urls(sockets, bool(settings.certfile and settings.keyfile)):
             print(f"mcpkit: serving MCP on {url}/mcp (legacy SSE on {url}/sse) with {workers} hypercorn workers",
                   file=sys.stderr, flush=True)
+            if settings.console:
+                print(f"mcpkit: console on {url}/console (each worker merges the others' snapshots)", file=sys.stderr, flush=True)
         return run(config)
     finally:
         for sock in sockets:

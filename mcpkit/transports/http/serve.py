@@ -63,6 +63,8 @@ async def serve_http(app: App, lifespans: list[tuple[str, Any]], *, strict: bool
         if announce:
             for bind in binds:
                 print(f"mcpkit: serving MCP on {bind}/mcp (legacy SSE on {bind}/sse)", file=sys.stderr, flush=True)
+                if app.settings.console:
+                    print(f"mcpkit: console on {bind}/console", file=sys.stderr, flush=True)
         task_status.started(binds)
         await stop.wait()
         nursery.cancel_scope.deadline = trio.current_time() + app.settings.shutdown_grace_s + STOP_BOUND_S + 2

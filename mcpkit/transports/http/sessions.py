@@ -88,9 +88,11 @@ class Stream:
                 async with self._lock:
                     await self._persist_pending()
                     pos = await self.backend.append(self.sid, self.key, data, final)
-                self.last_pos = pos
             except ProtocolError:  # shared state away: the live reader still gets it, a resume cannot
                 pos = f"~{self.seq}"
+            else:  # a reader that attached while the append was under way may have it already
+                self.deliver_appended(pos, data, final)
+                return
         if final:
             self.done = True
         self.deliver(pos, data, final)
@@ -123,8 +125,9 @@ class Stream:
             self.reader = None
 
     def deliver_appended(self, pos: str, data: bytes, final: bool) -> None:
-        """An event appended to the log by someone other than :meth:`emit` (another process,
-        or the change forwarder), in order and once."""
+        """An event appended to the log (by :meth:`emit`, another process or the change
+        forwarder) to the live reader, in order and once: a reader attaching meanwhile gets
+        it after the kept ones, and one whose replay already held it does not get it twice."""
         if self._held is not None:  # a reader is reading the kept events: after them
             self._held.append((pos, data, final))
             return
@@ -184,9 +187,11 @@ class PostOrigin:
     """One POST of a session: where what its message causes goes (the HTTP adapter reads it
     when the session has acted)."""
 
-    __slots__ = ("channel", "replies", "batch", "_batch_done")
+    __slots__ = ("channel", "replies", "batch", "_batch_done", "headers")
 
-    def __init__(self) -> None:
+    def __init__(self, headers: dict[str, str] | None = None) -> None:
+        #: the POST's headers, kept only when observers watch (the trace context of its request)
+        self.headers = headers
         self.channel: Any = None  # the channel of the request it carries, if any
         self.replies: list[Answer] = []  # answers made at once
         self.batch: list[Answer] | None = None

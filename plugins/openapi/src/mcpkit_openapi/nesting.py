@@ -19,11 +19,27 @@ def nesting_error(limit: int) -> BoundExceeded:
     return BoundExceeded(f"nests deeper than {limit} levels (the limit is max_nesting = {limit})")
 
 
+#: the open flow collections libyaml's scanner allows (its default max nest level)
+LIBYAML_MAX_NESTING = 1000
+
+
 def check_yaml(text: str, loader: Any, max_nesting: int, max_alias_nodes: int = MAX_ALIAS_NODES) -> None:
     """Refuse YAML that nests deeper than ``max_nesting``, whose aliases add more than
     ``max_alias_nodes`` nodes, or that has an alias inside the node it names (a cycle, which
     JSON cannot express). Malformed YAML raises the parser's own error."""
     import yaml
+
+    try:
+        _walk_yaml(yaml.parse(text, Loader=loader), max_nesting, max_alias_nodes)
+    except yaml.YAMLError as exc:
+        # libyaml (0.2.5 and later) stops at 1,000 open flow levels while it scans ahead, before
+        # the events that would reach our bound arrive: that is the same refusal
+        if "maximum nesting depth" in str(exc) and max_nesting <= LIBYAML_MAX_NESTING:
+            raise nesting_error(max_nesting) from None
+        raise
+
+
+def _walk_yaml(events: Any, max_nesting: int, max_alias_nodes: int) -> None:
     from yaml.events import (AliasEvent, CollectionEndEvent, CollectionStartEvent, DocumentStartEvent,
                              ScalarEvent)
 
@@ -31,7 +47,7 @@ def check_yaml(text: str, loader: Any, max_nesting: int, max_alias_nodes: int = 
     sizes: dict[str, int] = {}  # anchor -> expanded node count of the node it names
     open_anchors: dict[str, int] = {}
     aliased = 0
-    for event in yaml.parse(text, Loader=loader):
+    for event in events:
         if isinstance(event, ScalarEvent):
             if event.anchor:
                 sizes[event.anchor] = 1
