@@ -323,6 +323,8 @@ class RedisLink:
                         self._dispatch(reply[2])
             except (OSError, RespError, ValueError, trio.TooSlowError) as exc:
                 self._failed(exc)
+            except StateUnavailable:
+                pass  # a catch-up's command failed (logged there): it runs again once subscribed again
             finally:
                 if conn is not None:
                     conn.close()
