@@ -14,6 +14,7 @@ import weakref
 from typing import Any, Callable
 
 import msgspec
+import msgspec.structs
 import trio
 
 from ...protocol.connection import ServerConnection
@@ -383,7 +384,10 @@ class SessionManager:
     async def save_changes(self, session: Session) -> None:
         """Write what messages changed (initialized, log level, subscriptions)."""
         record = session.record()
-        await self.backend.update(session.id, session.saved or record, record)
+        before = session.saved or record
+        if before.initialized != record.initialized and before == msgspec.structs.replace(record, initialized=before.initialized):
+            return  # only notifications/initialized: nothing decides by it, so it travels with the next change
+        await self.backend.update(session.id, before, record)
         session.saved = record
 
     async def end(self, session_id: str) -> bool:
