@@ -11,7 +11,7 @@ PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml
 # ranking) are installed too, so `make serve` can use every setting and `make test` tests them all.
 EDITABLES   := -e '.[test,dev,redis,oauth,hypercorn,otel]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
 
-.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-telemetry bench-gateway bench-scaleout bench-io dist fuzz clean
+.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-telemetry bench-gateway bench-scaleout bench-io bench-session dist fuzz clean
 
 install: $(STAMP)
 
@@ -120,6 +120,11 @@ bench-gateway: install fixtures
 bench-scaleout: install fixtures test-tools
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_scaleout.py
+
+# What a session per call (initialize, initialized, tools/call, DELETE) costs the server against
+# one stateless call, with memory and Redis state (redis-server from `make test-tools`).
+bench-session: install fixtures test-tools
+	$(PY) bench/bench_session_cost.py
 
 # The fuzz and abuse campaign against real servers, 3 minutes per transport (a short run is in
 # `make test`). FUZZ_SECONDS and FUZZ_SEED change it; the report goes to .fuzz-report.json too.

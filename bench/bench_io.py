@@ -11,6 +11,8 @@ users each doing a session per call plus a tools/list session (bench/io_load.py)
                   written as docs/writing-plugins.md recommends (mcpkit.http_client, coredis
                   with pipelining)
   * mcpkit-httpx  the same server, the tools on httpx and one awaited coredis call per command
+  * mcpkit-fifo   mcpkit with the FIFO gate on (``active_requests = 8``: requests answered in
+                  arrival order under saturation; not in the default set)
   * ts-sdk        the official TypeScript SDK + express, node:cluster (bench/ts/server.mjs)
   * py-sdk        the official Python SDK's MCPServer, stateless JSON, uvicorn + uvloop
                   (bench/io_sdk_server.py)
@@ -45,6 +47,7 @@ from io_proc import Proc, tree_cpu, tree_memory
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 SERVERS = ("mcpkit", "mcpkit-httpx", "ts-sdk", "py-sdk")
+KNOWN = (*SERVERS, "mcpkit-fifo")
 
 
 def wait_port(port: int, what: str, proc: subprocess.Popen[bytes], seconds: float = 60) -> None:
@@ -131,6 +134,8 @@ def start_server(kind: str, workers: int, redis: Proc, api: Proc, folder: str, s
                    MCPKIT_MAX_CONNECTIONS="4096", MCPKIT_MAX_SESSIONS="4096", MCPKIT_PLUGIN__BENCHIO__API_URL=api_url,
                    MCPKIT_PLUGIN__BENCHIO__REDIS_URL=redis_url,
                    MCPKIT_PLUGIN__BENCHIO__CLIENT="httpx" if kind == "mcpkit-httpx" else "mcpkit")
+        if kind == "mcpkit-fifo":
+            env["MCPKIT_ACTIVE_REQUESTS"] = "8"
     elif kind == "ts-sdk":
         cmd = ["node", str(HERE / "ts" / "server.mjs"), str(port), str(workers)]
     elif kind == "py-sdk":
@@ -138,7 +143,7 @@ def start_server(kind: str, workers: int, redis: Proc, api: Proc, folder: str, s
                "--port", str(port), "--workers", str(workers), "--loop", "uvloop", "--http", "httptools",
                "--no-access-log", "--log-level", "warning"]
     else:
-        raise SystemExit(f"unknown server {kind!r} (known: {', '.join(SERVERS)})")
+        raise SystemExit(f"unknown server {kind!r} (known: {', '.join(KNOWN)})")
     log = Path(folder) / f"{kind}.log"  # a file, not a pipe: a chatty server never blocks on it
     with log.open("wb") as sink:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=sink, env=env)

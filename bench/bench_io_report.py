@@ -8,7 +8,7 @@ from typing import Any
 
 from chart import bar_chart
 
-COLORS = {"mcpkit": "#2b6cb0", "mcpkit-httpx": "#90cdf4", "ts-sdk": "#2f855a", "py-sdk": "#c05621"}
+COLORS = {"mcpkit": "#2b6cb0", "mcpkit-fifo": "#553c9a", "mcpkit-httpx": "#90cdf4", "ts-sdk": "#2f855a", "py-sdk": "#c05621"}
 PANELS = (("rps", "mcp requests per second (higher is better)"),
           ("cpu_us", "server CPU µs per mcp request, whole process tree (lower is better)"),
           ("tool_p50", "tool-call p50, ms (lower is better)"))

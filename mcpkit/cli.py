@@ -153,10 +153,13 @@ def _env_list(name: str, sep: str = ",") -> list[str]:
                    "loopback clients only unless --console-token (docs/console.md).")
 @click.option("--console-token", envvar="MCPKIT_CONSOLE_TOKEN", default=None,
               help="Operator token that opens the console to other addresses (not an MCP token).")
+@click.option("--traces", is_flag=True, default=False,
+              help="Export a span per request over OTLP/HTTP, configured by the OTEL_* variables (needs mcpkit[otel]; "
+                   "docs/observability.md).")
 @_selection
 def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
           auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, metrics: bool | None, state: str | None, http_server: str | None, certfile: str | None, keyfile: str | None,
-          console: bool | None, console_token: str | None, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
+          console: bool | None, console_token: str | None, traces: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
           upstreams: tuple[str, ...], paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
     """Serve the installed plugins' tools over MCP (stdio by default), the plugins in the module
     files or package folders PATH (each named after its file or folder), and any MCP server
@@ -166,6 +169,8 @@ def serve(transport: str, host: str | None, port: int | None, allow_origins: tup
     overrides: dict[str, Any] = {k: v for k, v in given if v is not None}
     if allow_origins:
         overrides["allow_origins"] = list(allow_origins)
+    if traces:
+        overrides["traces"] = True
     auth = {k: v for k, v in (("verifier", auth_verifier), ("issuer", auth_issuer), ("resource", auth_resource)) if v}
     if auth:
         overrides["auth"] = auth
@@ -189,9 +194,14 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
     """Serve until stopped; the exit status. What stops the start is a StartupError (one line)."""
     import socket
 
+    if app.settings.traces:
+        from .server.tracing import need_otel
+
+        _start_check(need_otel)
+
     from .server.metrics_otlp import check_otlp_extra
 
-    _start_check(check_otlp_extra)
+    _start_check(check_otlp_extra, app.settings)
     if transport != "stdio":
         from .server.logs import log_http_requests
 

@@ -20,7 +20,7 @@ from .http_helpers import ACCEPT, HttpServer, modern_headers
 from .project_venv import project_venv
 
 #: what the core no longer brings: the extras' packages, and the web framework the plain routes ran on
-NOT_CORE = ("coredis", "pyjwt", "cryptography", "hypercorn", "quart", "quart-trio", "flask", "werkzeug")
+NOT_CORE = ("coredis", "pyjwt", "cryptography", "hypercorn", "quart", "quart-trio", "flask", "werkzeug", "opentelemetry-sdk")
 STATELESS_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 
 
@@ -73,8 +73,9 @@ def test_the_core_serves_stdio_without_any_extra(lean: Path) -> None:
 REDIS = "state = redis://… needs the redis extra: pip install 'mcpkit[redis]'"
 OAUTH = "auth verifier = jwt needs the oauth extra: pip install 'mcpkit[oauth]'"
 HYPERCORN = "http_server = hypercorn (--server hypercorn) needs the hypercorn extra: pip install 'mcpkit[hypercorn]'"
-OTEL = ("OTLP export (OTEL_METRICS_EXPORTER / OTEL_EXPORTER_OTLP_ENDPOINT) needs the otel extra: "
-        "pip install 'mcpkit[otel]'")
+OTEL = "traces = true (--traces) needs the otel extra: pip install 'mcpkit[otel]'"
+OTEL_METRICS = ("OTLP metrics export (OTEL_METRICS_EXPORTER=otlp) needs the otel extra: "
+                "pip install 'mcpkit[otel]'")
 JWT_AUTH = ("--auth", "jwt", "--auth-issuer", "https://issuer.example", "--auth-resource", "http://127.0.0.1:8000/mcp")
 
 
@@ -88,10 +89,14 @@ JWT_AUTH = ("--auth", "jwt", "--auth-issuer", "https://issuer.example", "--auth-
     (("hypercorn",), ("--transport", "http", "--port", "0", "--server", "hypercorn"), {}, HYPERCORN),
     (("hypercorn",), ("--transport", "http", "--port", "0", "--server", "hypercorn", "--workers", "2"), {}, HYPERCORN),
     (("hypercorn",), ("--transport", "sse", "--port", "0"), {"MCPKIT_HTTP_SERVER": "hypercorn"}, HYPERCORN),
-    (("opentelemetry-sdk",), ("--transport", "http", "--port", "0", "--metrics"), {"OTEL_METRICS_EXPORTER": "otlp"}, OTEL),
-    (("opentelemetry-exporter-otlp-proto-http",), (), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}, OTEL),
+    (("opentelemetry-sdk",), ("--traces",), {}, OTEL),
+    (("opentelemetry-sdk",), ("--transport", "http", "--port", "0", "--traces"), {}, OTEL),
+    (("opentelemetry-sdk",), ("--transport", "http", "--port", "0", "--workers", "2"), {"MCPKIT_TRACES": "true"}, OTEL),
+    (("opentelemetry-sdk",), ("--transport", "http", "--port", "0", "--metrics"), {"OTEL_METRICS_EXPORTER": "otlp"},
+     OTEL_METRICS),
+    (("opentelemetry-sdk",), (), {"OTEL_METRICS_EXPORTER": "otlp,console"}, OTEL_METRICS),
 ], ids=["redis-stdio", "redis-http", "redis-workers", "jwt", "jwt-crypto", "hypercorn", "hypercorn-workers", "hypercorn-env",
-        "otel-http", "otel-stdio"])
+        "otel-stdio", "otel-http", "otel-workers-env", "otel-metrics-http", "otel-metrics-stdio"])
 def test_a_setting_without_its_extra_stops_in_one_line(tmp_path: Path, without: tuple[str, ...], args: tuple[str, ...],
                                                        env: dict[str, str], line: str) -> None:
     venv = project_venv(tmp_path / "venv", without=without)

@@ -414,7 +414,7 @@ class OtlpReceiver:
 def test_metrics_go_out_over_otlp_when_the_environment_asks(hello: Any) -> None:
     pytest.importorskip("opentelemetry.sdk", reason="the otel extra (make install puts it in the test venv)")
     receiver = OtlpReceiver()
-    env = {"OTEL_METRICS_EXPORTER": "otlp", "OTEL_TRACES_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+    env = {"OTEL_METRICS_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "none",
            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}", "OTEL_METRIC_EXPORT_INTERVAL": "300"}
     with HttpServer("--plugin", "hello", env=env) as server:  # no --metrics: OTLP alone
         assert server.call("GET", "/metrics")[0] == 404
@@ -443,7 +443,7 @@ def test_stdio_sessions_and_calls_go_out_over_otlp_at_exit(hello: Any) -> None:
     from .helpers import MCPKIT
 
     receiver = OtlpReceiver()
-    env = {**os.environ, "OTEL_METRICS_EXPORTER": "otlp", "OTEL_TRACES_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+    env = {**os.environ, "OTEL_METRICS_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "none",
            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}", "OTEL_METRIC_EXPORT_INTERVAL": "60000"}
     lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
@@ -478,3 +478,17 @@ def test_legacy_sse_sessions_are_gauged_and_timed(hello: Any) -> None:
                 samples(t, "mcpkit_sessions_open") == {'mcpkit_sessions_open{mcp_transport="sse"}': 0}
 
         assert wait_until(ended, 10), scrape(server)[1]
+
+
+def test_when_metrics_go_out_over_otlp() -> None:
+    from mcpkit.server.metrics_otlp import otlp_metrics_wanted
+    from mcpkit.server.settings import Settings
+
+    plain, traced = Settings(), Settings(traces=True)
+    endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
+    assert not otlp_metrics_wanted(plain, {}) and not otlp_metrics_wanted(plain, endpoint)  # set for other programs
+    assert otlp_metrics_wanted(plain, {"OTEL_METRICS_EXPORTER": "otlp"})
+    assert otlp_metrics_wanted(plain, {"OTEL_METRICS_EXPORTER": "console, otlp"})
+    assert otlp_metrics_wanted(traced, {}) and otlp_metrics_wanted(traced, endpoint)  # one collector gets both
+    assert not otlp_metrics_wanted(traced, {"OTEL_METRICS_EXPORTER": "none"})
+    assert not otlp_metrics_wanted(traced, {"OTEL_SDK_DISABLED": "true", "OTEL_METRICS_EXPORTER": "otlp"})

@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
+import sys
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Union
@@ -24,6 +25,7 @@ from ..protocol.types import (
     META_PROTOCOL_VERSION,
     TASKS_EXTENSION,
 )
+from ._otel import client_span
 from .errors import (
     BadResponse,
     ConnectionClosed,
@@ -40,6 +42,8 @@ log = logging.getLogger("mcpkit.client")
 Callback = Callable[..., Union[Awaitable[Any], Any]]
 #: Methods a handshake-era client may send before the handshake completes.
 _BEFORE_READY = frozenset({"initialize", "ping", "server/discover"})
+#: the module whose presence means OpenTelemetry is in use in this process (see _otel.py)
+_OTEL = "opentelemetry.trace"
 #: notification callbacks waiting to run; beyond this they are dropped (a flooding server)
 _CALLBACK_QUEUE = 4096
 
@@ -172,6 +176,18 @@ class Session:
         stateless_http = self.era == "stateless" and self.transport.kind == "http"
         headers = self.header_source(method, params) if stateless_http and self.header_source else None
         rid = self._ids()
+        traced = client_span(self, method, params, rid) if _OTEL in sys.modules else None
+        if traced is None:
+            return await self._exchange(rid, method, params, headers, stateless_http, timeout, token, progress, cancel_on_timeout)
+        with traced:  # a CLIENT span, its context in params._meta
+            result = await self._exchange(rid, method, params, headers, stateless_http, timeout, token, progress, cancel_on_timeout)
+            traced.result(result)
+            return result
+
+    async def _exchange(self, rid: RequestId, method: str, params: dict[str, Any], headers: dict[str, str] | None,
+                        stateless_http: bool, timeout: float | None | object, token: Any, progress: Callback | None,
+                        cancel_on_timeout: bool) -> Any:
+        """Send one request and wait for its answer (see :meth:`request`)."""
         slot = self._pending[rid] = _Slot()
         wait = self.request_timeout if timeout is ... else timeout
         try:

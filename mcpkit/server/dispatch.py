@@ -148,7 +148,8 @@ class Dispatcher:
 
     async def _through_middleware(self, call: Call, work: Work) -> dict[str, Any]:
         try:
-            return await self.app.middleware.run(call, work)
+            observers = self.app.observers
+            return await self.app.middleware.run(call, work, observers if observers else None)
         except ToolError as exc:  # a middleware's refusal (the tool's own are answered inside)
             if call.method == "tools/call":
                 return _error_result(str(exc))

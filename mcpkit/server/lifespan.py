@@ -21,6 +21,10 @@ async def plugin_lifespans(app: App, lifespans: list[tuple[str, Any]], *, strict
     """Enter each plugin's lifespan; a plugin whose lifespan fails to open is dropped
     (its tools, resources and prompts leave the registry) unless ``strict``."""
     async with contextlib.AsyncExitStack() as stack:
+        if app.settings.traces:  # first in, last out: the spans of everything below are flushed
+            from .tracing import traced
+
+            await stack.enter_async_context(traced(app))
         for name, cm in lifespans:
             try:
                 await stack.enter_async_context(cm)

@@ -103,14 +103,20 @@ class Chain:
             found = self._by_method[method] = tuple(m for m in self.entries if m.wraps(method))
         return found
 
-    async def run(self, call: Call, handler: Next) -> dict[str, Any]:
-        """Run ``handler`` inside every middleware that wraps ``call.method``."""
+    async def run(self, call: Call, handler: Next, observers: Any = None) -> dict[str, Any]:
+        """Run ``handler`` inside every middleware that wraps ``call.method``; with
+        ``observers`` (the app's, when something watches) each middleware runs inside
+        ``observers.middleware(mw, call)`` (a tracer's child span)."""
         chain = self.for_method(call.method)
 
         async def step(i: int) -> dict[str, Any]:
             if i == len(chain):
                 return await handler()
-            return await chain[i](call, lambda: step(i + 1))
+            mw = chain[i]
+            if observers is None:
+                return await mw(call, lambda: step(i + 1))
+            with observers.middleware(mw, call):
+                return await mw(call, lambda: step(i + 1))
 
         return await step(0)
 

@@ -8,6 +8,8 @@ truth test per request and nothing else.
 - :meth:`Observer.request` wraps the serving of one request (a context manager: a tracer makes
   its span current there, so spans the handler starts are its children); :meth:`Observer.ended`
   then sees the finished :class:`RequestRecord` (duration, error type).
+- :meth:`Observer.middleware` wraps each middleware a request passes through (a tracer's child
+  span); called only when the app has middleware for the method.
 - :meth:`Observer.notification` — a notification from the client.
 - :meth:`Observer.session_opened` / :meth:`Observer.session_closed` — a session (stdio process,
   legacy SSE stream, HTTP session) begins or ends.
@@ -67,6 +69,8 @@ class RequestRecord:
     error_type: str | None = None
     #: the JSON-RPC error code of an error answer
     status_code: int | None = None
+    #: the JSON-RPC error message of an error answer (a span's status description)
+    error_message: str | None = None
 
     @classmethod
     def of(cls, req: RequestReceived, transport: str, session_id: str | None,
@@ -97,6 +101,7 @@ class RequestRecord:
         elif answer.error is not None:
             self.status_code = answer.error.code
             self.error_type = str(answer.error.code)
+            self.error_message = answer.error.message
         elif isinstance(answer.result, dict) and answer.result.get("isError"):
             self.error_type = "tool_error"
 
@@ -114,6 +119,11 @@ class Observer:
 
     def ended(self, rec: RequestRecord) -> None:
         pass
+
+    def middleware(self, mw: Any, call: Any) -> AbstractContextManager[Any]:
+        """Around one middleware (a :class:`~mcpkit.server.middleware.MiddlewareDef`) wrapping
+        ``call`` (its :class:`~mcpkit.server.middleware.Call`), inside :meth:`request`."""
+        return nullcontext()
 
     def notification(self, method: str, transport: str, session_id: str | None, meta: dict[str, Any] | None) -> None:
         pass
@@ -167,6 +177,14 @@ class Observers(Observer):
     def ended(self, rec: RequestRecord) -> None:
         for m in self.members:
             m.ended(rec)
+
+    def middleware(self, mw: Any, call: Any) -> AbstractContextManager[Any]:
+        if len(self.members) == 1:
+            return self.members[0].middleware(mw, call)
+        stack = ExitStack()
+        for m in self.members:
+            stack.enter_context(m.middleware(mw, call))
+        return stack
 
     def notification(self, method: str, transport: str, session_id: str | None, meta: dict[str, Any] | None) -> None:
         for m in self.members:

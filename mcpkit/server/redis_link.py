@@ -32,6 +32,7 @@ import trio
 from .._extras import require
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ProtocolError
+from .resp import RespError, RespPool
 
 log = logging.getLogger("mcpkit.state")
 T = TypeVar("T")
@@ -117,6 +118,9 @@ class RedisLink:
         self.prefix = prefix
         self.timeout = timeout
         self.client = coredis.Redis.from_url(url, connect_timeout=timeout, stream_timeout=timeout)
+        #: the lean client for the link's own frequent commands (session records, the bus's
+        #: messages): several commands per round trip, without coredis's per-command machinery
+        self.resp = RespPool(url)
         logging.getLogger("coredis").addFilter(_CLIENT_LOG_FILTER)
         self.handlers: dict[str, list[Handler]] = {}
         #: run after the bus is back from an outage, to make good what it missed
@@ -142,12 +146,15 @@ class RedisLink:
                 await self.call(lambda r: r.ping(), at_start=True)
             except StateUnavailable:
                 pass  # logged; the server starts all the same and recovers when Redis is back
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._listen)
-                try:
-                    yield self
-                finally:
-                    nursery.cancel_scope.cancel()
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._listen)
+                    try:
+                        yield self
+                    finally:
+                        nursery.cancel_scope.cancel()
+            finally:
+                self.resp.close()
 
     @contextlib.contextmanager
     def request_budget(self) -> Iterator[None]:
@@ -206,6 +213,45 @@ class RedisLink:
         self._recovered()
         return result
 
+    async def run(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """Send ``commands`` (each a tuple: name, arguments) in one round trip on the lean client,
+        within the request's deadline; their replies. StateUnavailable as :meth:`call` says, and
+        also when any of them got an error reply."""
+        deadline = self._deadline()
+        if deadline <= trio.current_time():
+            raise StateUnavailable(self.display)
+        try:
+            with trio.fail_at(deadline):
+                replies = await self.resp.execute(*commands)
+        except RespError as exc:  # AUTH or SELECT refused on a new connection
+            self._refused(exc)
+            raise StateUnavailable(self.display, REFUSING) from None
+        except (trio.TooSlowError, OSError, ValueError) as exc:
+            self._failed(exc)
+            raise StateUnavailable(self.display) from None
+        for reply in replies:
+            if isinstance(reply, RespError):
+                self._refused(reply)
+                raise StateUnavailable(self.display, REFUSING)
+        self._recovered()
+        return replies
+
+    async def transaction(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """``commands`` in one MULTI/EXEC, one round trip: their replies, all applied or none."""
+        replies = await self.run(("MULTI",), *commands, ("EXEC",))
+        results = replies[-1]
+        for reply in results or ():
+            if isinstance(reply, RespError):
+                self._refused(reply)
+                raise StateUnavailable(self.display, REFUSING)
+        if results is None:  # aborted (no WATCH is used: not expected)
+            raise StateUnavailable(self.display, REFUSING)
+        return results
+
+    def message(self, kind: str, **payload: Any) -> tuple[str, str, bytes]:
+        """A PUBLISH of a bus message, to send with other commands (see :meth:`publish`)."""
+        return ("PUBLISH", self._channel, msgspec.json.encode({"k": kind, "o": self.tag, **payload}))
+
     def _failed(self, exc: BaseException, at_start: bool = False) -> None:
         self.ok = False
         if self._down_since is None:
@@ -251,33 +297,37 @@ class RedisLink:
         self.handlers.setdefault(kind, []).append(handler)
 
     async def publish(self, kind: str, **payload: Any) -> None:
-        message = msgspec.json.encode({"k": kind, "o": self.tag, **payload})
-        await self.call(lambda r: r.publish(self._channel, message))
+        await self.run(self.message(kind, **payload))
 
     async def _listen(self) -> None:
-        """Deliver bus messages from other processes to the handlers, reconnecting for ever."""
+        """Deliver bus messages from other processes to the handlers, reconnecting for ever.
+        The bus is read on a connection of the lean client: every process gets every message,
+        its own included, so reading one must cost little."""
         delay = 0.2
         first = True
         while True:
+            conn = None
             try:
-                # no retries inside coredis: a lost connection must reach this loop, which makes
-                # good what was missed (and what Redis lost, if it restarted empty) once it is back
-                async with self.client.pubsub(channels=[self._channel], ignore_subscribe_messages=True,
-                                              retry_policy=None) as sub:
-                    delay = 0.2
-                    self._reached()
-                    if not first:
-                        for catch_up in self.resubscribed:
-                            await catch_up()
-                    first = False
-                    async for message in sub:
-                        if message and message.get("type") == "message":
-                            self._dispatch(message["data"])
-            except (OSError, BaseExceptionGroup, Exception) as exc:  # noqa: B014 - coredis raises plain Exceptions
-                cancelled = exc.subgroup(trio.Cancelled) if isinstance(exc, BaseExceptionGroup) else None
-                if cancelled is not None:
-                    raise cancelled from None  # shutting down, not an outage
+                # a lost connection reaches this loop, which makes good what was missed (and
+                # what Redis lost, if it restarted empty) once it is back
+                with trio.fail_after(self.timeout):
+                    conn = await self.resp.subscribe(self._channel)
+                delay = 0.2
+                self._reached()
+                if not first:
+                    for catch_up in self.resubscribed:
+                        await catch_up()
+                first = False
+                async for reply in conn.replies():
+                    if isinstance(reply, list) and len(reply) == 3 and reply[0] == b"message":
+                        self._dispatch(reply[2])
+            except (OSError, RespError, ValueError, trio.TooSlowError) as exc:
                 self._failed(exc)
+            except StateUnavailable:
+                pass  # a catch-up's command failed (logged there): it runs again once subscribed again
+            finally:
+                if conn is not None:
+                    conn.close()
             await trio.sleep(delay)
             delay = min(delay * 2, 5.0)
 

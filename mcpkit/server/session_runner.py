@@ -175,7 +175,8 @@ class SessionRunner:
                 if not observers:
                     answer = await self.dispatcher.answer(req, _RequestPeer(self, channel), scopes)
                 else:  # inline, not a helper coroutine: what watching costs is counted per request
-                    rec = RequestRecord.of(req, self.transport, self.session_id)
+                    # an HTTP session's POST carries its headers (trace context) when observers watch
+                    rec = RequestRecord.of(req, self.transport, self.session_id, getattr(run.origin, "headers", None))
                     try:
                         with observers.request(rec):
                             answer = await self.dispatcher.answer(req, _RequestPeer(self, channel), scopes)

@@ -99,6 +99,13 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     #: has waited longest without a request in progress (idle, or slow with its head or body);
     #: when there is none it is answered 503 and closed
     max_connections: int = 2048
+    #: requests answered at once per process by mcpkit's server, the rest waiting in arrival
+    #: order (0: no cap); one answered for active_request_hold_s stops counting (long streams,
+    #: slow upstreams). Under saturation this keeps a request that awaits I/O from waiting many
+    #: times as long as cheap requests that overtake it, at ~10 % more CPU per request
+    #: (docs/benchmarks.md, I/O-bound tools); off until measured on a quiet machine.
+    active_requests: int = 0
+    active_request_hold_s: float = 0.05
     max_url_bytes: int = 8192
     #: request line and header fields together (431 past it)
     max_header_bytes: int = 32768
@@ -113,6 +120,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     console_token: str | None = None
     #: peer addresses (by the socket, never the Host header) that use the console without the token
     console_trusted: list[str] = msgspec.field(default_factory=lambda: ["127.0.0.0/8", "::1/128"])
+    # -- telemetry (docs/observability.md) --
+    #: a span per request over OTLP/HTTP, configured by the standard OTEL_* variables (the otel extra)
+    traces: bool = False
     # -- state shared by several processes (docs/deploy.md) --
     #: "memory" (each process its own), or "redis://host:6379/0" / "rediss://..." (shared:
     #: sessions, their replay streams, notifications, tasks, the requestState secret)

@@ -11,14 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import httpx
 import trio
 
 from ...protocol.jsonrpc import RequestId
 from ..errors import BadResponse, ConnectionClosed, McpError, SessionExpired
 from .._sse import SseDecoder
 from . import Deliver, Failure, deliver_frame
-from ._httpbase import HttpBase, content_type
+from ._httpbase import HTTP_ERRORS, HttpBase, content_type
 
 log = logging.getLogger("mcpkit.client")
 _JSON_BODY_LIMIT = 64 * 1024 * 1024
@@ -91,7 +90,7 @@ class HttpTransport(HttpBase):
                 await self._exchange(frame, rid, headers, stateless)
             except McpError as exc:
                 self._deliver(Failure(rid, exc))
-            except httpx.HTTPError as exc:
+            except HTTP_ERRORS as exc:
                 self._deliver(Failure(rid, ConnectionClosed(f"the connection failed: {exc or type(exc).__name__}")))
         self._scopes.pop(rid, None)
 
@@ -127,7 +126,7 @@ class HttpTransport(HttpBase):
         finally:
             await resp.aclose()
 
-    async def _pump(self, resp: httpx.Response, decoder: SseDecoder, rid: RequestId | None) -> bool:
+    async def _pump(self, resp: Any, decoder: SseDecoder, rid: RequestId | None) -> bool:
         """Deliver the stream's messages; True once the answer to ``rid`` went by."""
         assert self._deliver is not None
         answered = False
@@ -145,7 +144,7 @@ class HttpTransport(HttpBase):
                         deliver_frame(event.data.encode(), deliver, rid)
                 if answered:
                     return True
-        except httpx.HTTPError:
+        except HTTP_ERRORS:
             pass  # the stream broke: the caller resumes or reports
         return answered
 
@@ -215,9 +214,5 @@ class HttpTransport(HttpBase):
         with trio.CancelScope(shield=True):
             if self.session_id:
                 with trio.move_on_after(2):
-                    try:
-                        resp = await self._http.delete(self.url, headers=self._headers(None, "application/json"))
-                        await resp.aclose()
-                    except httpx.HTTPError:
-                        pass
+                    await self.delete_session(self.url, self._headers(None, "application/json"))
             await self.close_http()

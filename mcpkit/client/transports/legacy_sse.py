@@ -6,14 +6,13 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-import httpx
 import trio
 
 from ...protocol.jsonrpc import RequestId
 from ..errors import BadResponse, ConnectionClosed, ConnectionFailed
 from .._sse import SseDecoder
 from . import Deliver, Failure, deliver_frame
-from ._httpbase import HttpBase, content_type
+from ._httpbase import HTTP_ERRORS, HttpBase, content_type
 
 
 class LegacySseTransport(HttpBase):
@@ -59,7 +58,7 @@ class LegacySseTransport(HttpBase):
                 except trio.TooSlowError:
                     raise ConnectionFailed(f"{self.url} sent no endpoint event within "
                                            f"{self.endpoint_timeout:g}s") from None
-                except httpx.HTTPError:
+                except HTTP_ERRORS:
                     break
                 for event in decoder.feed(chunk):
                     if event.event == "endpoint":

@@ -15,6 +15,7 @@ import weakref
 from typing import Any, Callable
 
 import msgspec
+import msgspec.structs
 import trio
 
 from ...protocol.connection import ServerConnection
@@ -187,9 +188,11 @@ class PostOrigin:
     """One POST of a session: where what its message causes goes (the HTTP adapter reads it
     when the session has acted)."""
 
-    __slots__ = ("channel", "replies", "batch", "_batch_done")
+    __slots__ = ("channel", "replies", "batch", "_batch_done", "headers")
 
-    def __init__(self) -> None:
+    def __init__(self, headers: dict[str, str] | None = None) -> None:
+        #: the POST's headers, kept only when observers watch (the trace context of its request)
+        self.headers = headers
         self.channel: Any = None  # the channel of the request it carries, if any
         self.replies: list[Answer] = []  # answers made at once
         self.batch: list[Answer] | None = None
@@ -388,7 +391,10 @@ class SessionManager:
     async def save_changes(self, session: Session) -> None:
         """Write what messages changed (initialized, log level, subscriptions)."""
         record = session.record()
-        await self.backend.update(session.id, session.saved or record, record)
+        before = session.saved or record
+        if before.initialized != record.initialized and before == msgspec.structs.replace(record, initialized=before.initialized):
+            return  # only notifications/initialized: nothing decides by it, so it travels with the next change
+        await self.backend.update(session.id, before, record)
         session.saved = record
 
     async def end(self, session_id: str) -> bool:

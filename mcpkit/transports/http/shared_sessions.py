@@ -121,72 +121,53 @@ class RedisBackend:
     # -- session records ---------------------------------------------------------------------------
     # A record is a hash: "base" (what initialize fixed), "init", "level", and one "sub:<uri>" per
     # subscription, so two processes changing one session at once each change only their field.
+    # The writes of a session's life go through the link's lean client, one round trip each
+    # (a bus message included): a session per call must cost little more than a stateless call.
     async def create(self, sid: str, record: SessionRecord) -> None:
         base = msgspec.json.encode(SessionRecord(version=record.version, client_info=record.client_info,
                                                  client_capabilities=record.client_capabilities, owner=record.owner))
-        await self._write(sid, {"base": base, **_fields_of(SessionRecord(version=""), record)[0]}, [])
+        await self.link.transaction(*self._writes(sid, {"base": base, **_fields_of(SessionRecord(version=""), record)[0]}, []))
 
     async def update(self, sid: str, before: SessionRecord, after: SessionRecord) -> None:
         """Write what changed between two states of a session, and tell the other processes."""
         changed, removed = _fields_of(before, after)
         if changed or removed:
-            await self._write(sid, changed, removed)
-            await self.link.publish("sess", sid=sid, op="changed", set=changed, unset=removed)
+            await self.link.transaction(*self._writes(sid, changed, removed),
+                                        self.link.message("sess", sid=sid, op="changed", set=changed, unset=removed))
 
-    async def _write(self, sid: str, changed: dict[str, Any], removed: list[str]) -> None:
+    def _writes(self, sid: str, changed: dict[str, Any], removed: list[str]) -> list[tuple[Any, ...]]:
         key = self.k("sess", sid)
-
-        async def run(r: Any) -> None:
-            async with r.pipeline(transaction=True) as pipe:
-                if changed:
-                    pipe.hset(key, changed)
-                if removed:
-                    pipe.hdel(key, removed)
-                pipe.expire(key, self.ttl)
-                pipe.zadd(self.k("sessions"), {sid: time.time() + self.ttl})
-
-        await self.link.call(run)
+        out: list[tuple[Any, ...]] = []
+        if changed:
+            out.append(("HSET", key, *(x for item in changed.items() for x in item)))
+        if removed:
+            out.append(("HDEL", key, *removed))
+        out.append(("EXPIRE", key, self.ttl))
+        out.append(("ZADD", self.k("sessions"), time.time() + self.ttl, sid))
+        return out
 
     async def load(self, sid: str) -> SessionRecord | None:
-        return _record_of(await self.link.call(lambda r: r.hgetall(self.k("sess", sid))))
+        (flat,) = await self.link.run(("HGETALL", self.k("sess", sid)))
+        return _record_of(dict(zip(flat[::2], flat[1::2])))
 
     async def touch(self, sid: str) -> bool:
         """Push the idle expiry back; False if the session is gone (expired, deleted)."""
-        async def run(r: Any) -> Any:
-            async with r.pipeline(transaction=True) as pipe:
-                pipe.expire(self.k("sess", sid), self.ttl)
-                pipe.zadd(self.k("sessions"), {sid: time.time() + self.ttl})
-            return pipe
-
-        pipe = await self.link.call(run)
-        return bool(pipe.results[0])
+        results = await self.link.transaction(("EXPIRE", self.k("sess", sid), self.ttl),
+                                              ("ZADD", self.k("sessions"), time.time() + self.ttl, sid))
+        return bool(results[0])
 
     async def touch_many(self, sids: list[str]) -> list[str]:
         """Push back the idle expiry of sessions in use here, in one round trip; the ones Redis
         no longer has (expired, deleted, or lost when Redis restarted without persistence)."""
-        from coredis import PureToken
-
-        async def run(r: Any) -> Any:
-            async with r.pipeline(transaction=False) as pipe:
-                for sid in sids:
-                    pipe.expire(self.k("sess", sid), self.ttl)
-                pipe.zadd(self.k("sessions"), {sid: time.time() + self.ttl for sid in sids}, condition=PureToken.XX)
-            return pipe
-
-        pipe = await self.link.call(run)
-        return [sid for sid, kept in zip(sids, pipe.results) if not kept]
+        expiry = time.time() + self.ttl
+        results = await self.link.run(*(("EXPIRE", self.k("sess", sid), self.ttl) for sid in sids),
+                                      ("ZADD", self.k("sessions"), "XX", *(x for sid in sids for x in (expiry, sid))))
+        return [sid for sid, kept in zip(sids, results) if not kept]
 
     async def end(self, sid: str) -> bool:
-        async def run(r: Any) -> Any:
-            async with r.pipeline(transaction=True) as pipe:
-                pipe.delete([self.k("sess", sid)])
-                pipe.zrem(self.k("sessions"), [sid])
-            return pipe
-
-        pipe = await self.link.call(run)
-        existed = bool(pipe.results[0])
-        await self.link.publish("sess", sid=sid, op="ended")
-        return existed
+        results = await self.link.transaction(("DEL", self.k("sess", sid)), ("ZREM", self.k("sessions"), sid),
+                                              self.link.message("sess", sid=sid, op="ended"))
+        return bool(results[0])
 
     async def records(self) -> dict[str, SessionRecord]:
         """The records of every live session of the deployment (two round trips)."""

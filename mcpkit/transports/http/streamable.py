@@ -194,7 +194,7 @@ class Streamable:
         if version is not None and version.strip() not in HANDSHAKE_VERSIONS:
             await ex.respond(400, error_body(jsonrpc.INVALID_REQUEST, f"Bad Request: unsupported MCP-Protocol-Version {version!r}"))
             return
-        post = PostOrigin()
+        post = PostOrigin(ex.headers if self.app.observers else None)
         revision = session.conn.revision
         actions = session.core.receive(body, origin=post)
         if session.conn.revision != revision:  # initialized, log level, subscriptions

@@ -21,6 +21,7 @@ import trio
 
 from ..exchange import Exchange
 from ._direct_exchange import DirectExchange
+from ._gate import Gate
 from ._io import Io
 from ._machine import CONTINUE, H1Connection, Limits, Request, response_head
 
@@ -65,6 +66,8 @@ class ServerState:
     keepalive_timeout: float
     send_timeout: float
     connections: set["Connection"] = field(default_factory=set)
+    #: requests are answered at most this many at once, in arrival order (None: no cap)
+    gate: Gate | None = None
     draining: bool = False
     now: float = 0.0
 
@@ -79,6 +82,7 @@ class Connection:
         self.since = state.now  # when the phase began (HEAD) or the last byte came (IDLE, BODY)
         self.body_since = 0.0  # when the body of the request being read began
         self.scope = trio.CancelScope()
+        self.gate = state.gate
         self.must_close = False
         self.timed_out = False
         self.shed = False  # ended to make room for a new connection
@@ -132,7 +136,15 @@ class Connection:
             req = h1.ready.popleft()
             self.phase = Phase.BUSY
             ex = DirectExchange(self, req)
-            await app.serve(ex)
+            gate = self.gate
+            if gate is None:
+                await app.serve(ex)
+            else:
+                await gate.enter(ex)
+                try:
+                    await app.serve(ex)
+                finally:
+                    gate.leave(ex)
             if not ex.finished:  # the handler gave up mid-response: the framing is broken
                 return
             if self.must_close or not req.keep_alive or req.upgrade or state.draining:

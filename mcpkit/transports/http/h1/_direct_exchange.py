@@ -21,6 +21,8 @@ class Carrier(Protocol):
     must_close: bool
     #: cancel scopes the connection cancels when the client goes away
     watchers: list[trio.CancelScope]
+    #: the server's FIFO gate (``_gate.py``), if any
+    gate: Any
 
     def closes_after(self, req: Request) -> bool: ...
 
@@ -66,6 +68,8 @@ class DirectExchange(Exchange):
     async def start_stream(self, status: int = 200, headers: Headers | None = None) -> None:
         hdrs = list(SSE_HEADERS if headers is None else headers) + self.extra
         self.status = status
+        if self._conn.gate is not None:
+            self._conn.gate.leave(self)  # a stream may last: its place goes to the next request
         if self.http_version == "1.0":  # no chunked coding: the body runs to the close
             self._conn.must_close = True
             head = response_head(status, hdrs, length=None, close=True)

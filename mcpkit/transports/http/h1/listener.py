@@ -21,6 +21,7 @@ from typing import Any
 import trio
 
 from ....server.settings import Settings
+from ._gate import Gate
 from ._connection import Application, Connection, Phase, ServerState
 from ._io import SocketIo, StreamIo
 from ._machine import Limits, response_head
@@ -44,7 +45,8 @@ class HttpServer:
                         settings.max_message_bytes),
             header_timeout=settings.header_timeout_s, body_timeout=settings.body_timeout_s,
             min_body_rate=settings.min_body_bytes_per_s, keepalive_timeout=settings.keepalive_timeout_s,
-            send_timeout=settings.send_timeout_s)
+            send_timeout=settings.send_timeout_s,
+            gate=Gate(settings.active_requests, settings.active_request_hold_s) if settings.active_requests > 0 else None)
         self.connections = self.state.connections  # the same set: the connections leave it themselves
         self.max_connections = settings.max_connections
         self.ssl_context = ssl_context

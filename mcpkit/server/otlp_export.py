@@ -1,0 +1,302 @@
+"""An OTLP/HTTP span exporter that costs little per span: the OTLP protobuf written directly
+(the wire format of ``ExportTraceServiceRequest``, opentelemetry/proto/trace/v1/trace.proto),
+with the resource and scope encoded once and repeated attributes (method, transport, tool
+name …) encoded once, and posted with the standard library on a kept-alive connection.
+
+The generic encoder of the OpenTelemetry exporter packages builds a protobuf object per span,
+attribute and value (some 35 µs a span here, more than serving the call); this one writes the
+same bytes in a fraction of that. It reads the standard variables: ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT``,
+``…_HEADERS``, ``…_TIMEOUT`` (seconds), ``…_COMPRESSION`` (``gzip``), ``…_CERTIFICATE``,
+``…_CLIENT_KEY``, ``…_CLIENT_CERTIFICATE``; it retries 429, 502, 503, 504 and lost connections
+with backoff within the timeout. Runs in the batch span processor's thread.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import logging
+import os
+import random
+import ssl
+import struct
+import threading
+import time
+from typing import Any, Sequence
+from urllib.parse import unquote, urlsplit
+
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import SpanKind, StatusCode
+
+log = logging.getLogger("mcpkit.server")
+
+DEFAULT_ENDPOINT = "http://localhost:4318/v1/traces"
+_RETRY = {429, 502, 503, 504}
+#: attribute keys, and string values per key, whose encoding is kept
+_CACHE_MAX = 1024
+_VALUES_PER_KEY = 64
+_F64 = struct.Struct("<Q").pack
+_D64 = struct.Struct("<d").pack
+_F32 = struct.Struct("<I").pack
+#: Span.kind (field 6): the API's kinds are the proto's minus one
+_KIND = {k: b"\x30" + bytes((k.value + 1,)) for k in SpanKind}
+_CODE = {c: c.value for c in StatusCode}
+
+
+def _varint(n: int) -> bytes:
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    """A length-delimited field: its tag, length and bytes."""
+    return tag + _varint(len(payload)) + payload
+
+
+def _value(v: Any) -> bytes:
+    """An AnyValue message's bytes."""
+    if isinstance(v, str):
+        return _field(b"\x0a", v.encode())
+    if isinstance(v, bool):
+        return b"\x10\x01" if v else b"\x10\x00"
+    if isinstance(v, int):
+        return b"\x18" + _varint(v & 0xFFFFFFFFFFFFFFFF)
+    if isinstance(v, float):
+        return b"\x21" + _D64(v)
+    if isinstance(v, (bytes, bytearray)):
+        return _field(b"\x3a", bytes(v))
+    if isinstance(v, (list, tuple)):
+        return _field(b"\x2a", b"".join(_field(b"\x0a", _value(x)) for x in v))
+    if isinstance(v, dict):
+        return _field(b"\x32", b"".join(_field(b"\x0a", _key_value(str(k), x)) for k, x in v.items()))
+    return _field(b"\x0a", str(v).encode())
+
+
+def _key_value(key: str, value: Any) -> bytes:
+    """A KeyValue message's bytes."""
+    return _field(b"\x0a", key.encode()) + _field(b"\x12", _value(value))
+
+
+class _Encoder:
+    """OTLP bytes of spans; keeps the bytes of repeated attributes, resources and scopes."""
+
+    def __init__(self) -> None:
+        #: per field tag, per attribute key: the encoded KeyValue field of each string value seen
+        #: (at most _VALUES_PER_KEY values a key: an id that differs every time stops being kept)
+        self._kv: dict[bytes, dict[str, dict[str, bytes]]] = {}
+        #: by (id(resource), id(scope)): their encoded fields, and the objects (held, so the ids stay theirs)
+        self._heads: dict[tuple[int, int], tuple[bytes, bytes, Any, Any]] = {}
+
+    def attributes(self, tag: bytes, attrs: Any) -> bytes:
+        """Each attribute as a repeated KeyValue field ``tag``."""
+        if not attrs:
+            return b""
+        out = []
+        by_key = self._kv.get(tag)
+        if by_key is None or len(by_key) > _CACHE_MAX:
+            by_key = self._kv[tag] = {}
+        items = getattr(attrs, "_dict", attrs)  # the SDK's BoundedAttributes holds a plain dict
+        for k, v in items.items():
+            if type(v) is not str:
+                out.append(_field(tag, _key_value(k, v)))
+                continue
+            values = by_key.get(k)
+            if values is None:
+                values = by_key[k] = {}
+            enc = values.get(v)
+            if enc is None:
+                enc = _field(tag, _key_value(k, v))
+                if len(values) < _VALUES_PER_KEY:
+                    values[v] = enc
+            out.append(enc)
+        return b"".join(out)
+
+    def heads(self, resource: Any, scope: Any) -> tuple[bytes, bytes]:
+        """The encoded ``resource`` field of ResourceSpans and ``scope`` field of ScopeSpans."""
+        key = (id(resource), id(scope))
+        found = self._heads.get(key)
+        if found is None:
+            res = self.attributes(b"\x0a", resource.attributes) if resource is not None else b""
+            sc = b""
+            if scope is not None:
+                sc = _field(b"\x0a", scope.name.encode()) + (_field(b"\x12", scope.version.encode()) if scope.version else b"")
+            if len(self._heads) > 64:
+                self._heads.clear()
+            found = self._heads[key] = (_field(b"\x0a", res), _field(b"\x0a", sc), resource, scope)
+        return found[0], found[1]
+
+    def span(self, s: Any) -> bytes:
+        c = s.context
+        parts = [b"\x0a\x10", c.trace_id.to_bytes(16, "big"), b"\x12\x08", c.span_id.to_bytes(8, "big")]
+        if c.trace_state:
+            parts.append(_field(b"\x1a", c.trace_state.to_header().encode()))
+        parent = s.parent
+        flags = 0x100 | (int(c.trace_flags) & 0xFF)
+        if parent is not None:
+            parts += (b"\x22\x08", parent.span_id.to_bytes(8, "big"))
+            if parent.is_remote:
+                flags |= 0x200
+        parts += (_field(b"\x2a", s.name.encode()), _KIND[s.kind],
+                  b"\x39", _F64(s.start_time or 0), b"\x41", _F64(s.end_time or 0))
+        # the attributes' plain dict where the SDK keeps one (the public property wraps it in a
+        # read-only proxy over a mapping class: iterating that costs more than encoding)
+        parts.append(self.attributes(b"\x4a", getattr(s, "_attributes", None) or s.attributes))
+        if s.dropped_attributes:
+            parts += (b"\x50", _varint(s.dropped_attributes))
+        events, links = s.events, s.links
+        for e in events if events else ():
+            body = b"\x09" + _F64(e.timestamp) + _field(b"\x12", e.name.encode()) + self.attributes(b"\x1a", e.attributes)
+            parts.append(_field(b"\x5a", body))
+        for ln in links if links else ():
+            lc = ln.context
+            body = b"\x0a\x10" + lc.trace_id.to_bytes(16, "big") + b"\x12\x08" + lc.span_id.to_bytes(8, "big")
+            if lc.trace_state:
+                body += _field(b"\x1a", lc.trace_state.to_header().encode())
+            body += self.attributes(b"\x22", ln.attributes) + b"\x35" + _F32(0x300 if lc.is_remote else 0x100)
+            parts.append(_field(b"\x6a", body))
+        status = s.status
+        code = _CODE[status.status_code]
+        if code:
+            parts.append(_field(b"\x7a", (_field(b"\x12", status.description.encode()) if status.description else b"")
+                                + b"\x18" + _varint(code)))
+        else:
+            parts.append(b"\x7a\x00")  # present and empty, as the reference encoder writes it
+        parts += (b"\x85\x01", _F32(flags))
+        return b"".join(parts)
+
+    def request(self, spans: Sequence[Any]) -> bytes:
+        """An ExportTraceServiceRequest: the spans grouped by resource, then by scope."""
+        groups: dict[tuple[int, int], list[Any]] = {}
+        for s in spans:
+            groups.setdefault((id(s.resource), id(s.instrumentation_scope)), []).append(s)
+        by_resource: dict[int, list[bytes]] = {}
+        resources: dict[int, bytes] = {}
+        for group in groups.values():
+            first = group[0]
+            res, scope = self.heads(first.resource, first.instrumentation_scope)
+            body = scope + b"".join(_field(b"\x12", self.span(s)) for s in group)
+            resources[id(first.resource)] = res
+            by_resource.setdefault(id(first.resource), []).append(_field(b"\x12", body))
+        return b"".join(_field(b"\x0a", resources[r] + b"".join(scopes)) for r, scopes in by_resource.items())
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    """``OTEL_EXPORTER_OTLP_TRACES_<name>``, else ``OTEL_EXPORTER_OTLP_<name>``."""
+    return os.environ.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}") or os.environ.get(f"OTEL_EXPORTER_OTLP_{name}") or default
+
+
+def _headers(text: str | None) -> dict[str, str]:
+    out = {}
+    for item in (text or "").split(","):
+        key, sep, value = item.partition("=")
+        if sep and key.strip():
+            out[unquote(key.strip())] = unquote(value.strip())
+    return out
+
+
+def endpoint_from_env() -> str:
+    specific = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if specific:
+        return specific
+    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    return base.rstrip("/") + "/v1/traces" if base else DEFAULT_ENDPOINT
+
+
+class OtlpHttpSpanExporter(SpanExporter):
+    """Spans to an OTLP/HTTP endpoint (protobuf), as the ``OTEL_EXPORTER_OTLP_*`` variables say."""
+
+    def __init__(self, endpoint: str | None = None) -> None:
+        self.endpoint = endpoint or endpoint_from_env()
+        url = urlsplit(self.endpoint)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"OTLP endpoint {self.endpoint!r}: an http:// or https:// URL is needed")
+        self._url = url
+        self._path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        self.timeout = float(_env("TIMEOUT", "10") or 10)
+        self.gzip = (_env("COMPRESSION", "") or "").strip().lower() == "gzip"
+        self.headers = {"Content-Type": "application/x-protobuf", "User-Agent": "mcpkit-otlp",
+                        **_headers(_env("HEADERS")), **({"Content-Encoding": "gzip"} if self.gzip else {})}
+        self._ssl: ssl.SSLContext | None = None
+        if url.scheme == "https":
+            self._ssl = ssl.create_default_context(cafile=_env("CERTIFICATE"))
+            cert, key = _env("CLIENT_CERTIFICATE"), _env("CLIENT_KEY")
+            if cert:
+                self._ssl.load_cert_chain(cert, key)
+        self._conn: http.client.HTTPConnection | None = None
+        self._lock = threading.Lock()
+        self._encoder = _Encoder()
+        self._shutdown = threading.Event()
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        if self._conn is None:
+            host, port = self._url.hostname or "localhost", self._url.port
+            if self._ssl is not None:
+                self._conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=self._ssl)
+            else:
+                self._conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        else:
+            self._conn.timeout = timeout
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def export(self, spans: Sequence[Any]) -> SpanExportResult:
+        if self._shutdown.is_set():
+            return SpanExportResult.FAILURE
+        with self._lock:
+            try:
+                body = self._encoder.request(spans)
+            except Exception:  # a span we cannot encode must not stop the exporter
+                log.exception("could not encode %d spans for OTLP", len(spans))
+                return SpanExportResult.FAILURE
+            if self.gzip:
+                body = gzip.compress(body, 6)
+            return self._post(body, len(spans))
+
+    def _post(self, body: bytes, count: int) -> SpanExportResult:
+        deadline = time.monotonic() + self.timeout
+        delay = 0.5
+        while True:
+            left = deadline - time.monotonic()
+            problem: str
+            try:
+                conn = self._connection(max(left, 0.1))
+                conn.request("POST", self._path, body, self.headers)
+                resp = conn.getresponse()
+                resp.read()
+                if 200 <= resp.status < 300:
+                    return SpanExportResult.SUCCESS
+                problem = f"HTTP {resp.status}"
+                if resp.status not in _RETRY:
+                    log.warning("OTLP endpoint %s refused %d spans: %s", self.endpoint, count, problem)
+                    return SpanExportResult.FAILURE
+                if resp.will_close:
+                    self._drop_connection()
+            except (OSError, http.client.HTTPException) as exc:
+                self._drop_connection()
+                problem = f"{type(exc).__name__}: {exc}"
+            wait = delay * (0.5 + random.random())
+            if time.monotonic() + wait > deadline or self._shutdown.wait(wait):
+                log.warning("could not export %d spans to %s: %s", count, self.endpoint, problem)
+                return SpanExportResult.FAILURE
+            delay *= 2
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        self._shutdown.set()
+        with self._lock:
+            self._drop_connection()
+
+
+__all__ = ["OtlpHttpSpanExporter", "endpoint_from_env"]
