@@ -8,10 +8,10 @@ alternating rounds (this VM drifts by tens of percent within minutes):
   * off       telemetry off: nothing in app.observers (what every server runs unless told)
   * metrics   --metrics: every request counted into the in-process store; /metrics scraped
               by this driver once a second meanwhile, as a Prometheus would
-  * otel      --metrics --traces with OTEL_EXPORTER_OTLP_ENDPOINT pointing to a small OTLP/HTTP
-              sink in this driver: a span per request, and the metrics over OTLP too (every second
-              here, OTEL_METRIC_EXPORT_INTERVAL=1000; spans batched as the SDK does). Needs the
-              otel extra.
+  * otel      --metrics --traces with OTEL_METRICS_EXPORTER=otlp and OTEL_EXPORTER_OTLP_ENDPOINT
+              pointing to a small OTLP/HTTP sink in this driver: a span per request, and the
+              metrics over OTLP too (every second here, OTEL_METRIC_EXPORT_INTERVAL=1000; spans
+              batched as the SDK does). Needs the otel extra.
 wrk drives keep-alive connections with the 2026-07-28 stateless greet call (bench_http's); the
 figures are medians over the rounds: requests/s, server CPU µs per call (from /proc), p50/p99,
 and each variant's CPU per call against `off` per round.
@@ -58,7 +58,7 @@ class TelemetryServer(Server):
             cmd.append("--metrics")
         if variant == "otel":
             cmd.append("--traces")
-            env.update(OTEL_LOGS_EXPORTER="none",
+            env.update(OTEL_METRICS_EXPORTER="otlp", OTEL_LOGS_EXPORTER="none",
                        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{sink_port}", OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
                        OTEL_METRIC_EXPORT_INTERVAL="1000", OTEL_BSP_SCHEDULE_DELAY="1000", OTEL_SERVICE_NAME="bench")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)

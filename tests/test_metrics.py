@@ -489,6 +489,7 @@ def test_when_metrics_go_out_over_otlp() -> None:
     assert not otlp_metrics_wanted(plain, {}) and not otlp_metrics_wanted(plain, endpoint)  # set for other programs
     assert otlp_metrics_wanted(plain, {"OTEL_METRICS_EXPORTER": "otlp"})
     assert otlp_metrics_wanted(plain, {"OTEL_METRICS_EXPORTER": "console, otlp"})
-    assert otlp_metrics_wanted(traced, {}) and otlp_metrics_wanted(traced, endpoint)  # one collector gets both
+    assert not otlp_metrics_wanted(traced, {}) and not otlp_metrics_wanted(traced, endpoint)  # asked for separately
+    assert otlp_metrics_wanted(traced, {"OTEL_METRICS_EXPORTER": "otlp"})
     assert not otlp_metrics_wanted(traced, {"OTEL_METRICS_EXPORTER": "none"})
     assert not otlp_metrics_wanted(traced, {"OTEL_SDK_DISABLED": "true", "OTEL_METRICS_EXPORTER": "otlp"})

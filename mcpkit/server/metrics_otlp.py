@@ -1,9 +1,8 @@
 """The same metrics exported over OTLP/HTTP (protobuf), with the ``otel`` extra.
 
-When: ``OTEL_METRICS_EXPORTER`` lists ``otlp``; or traces are on (``--traces``) and
-``OTEL_METRICS_EXPORTER`` is unset (the OpenTelemetry default exporter is OTLP), so one
-collector gets both. ``OTEL_METRICS_EXPORTER=none`` or ``OTEL_SDK_DISABLED=true`` turns it off.
-An ``OTEL_EXPORTER_OTLP_ENDPOINT`` alone enables nothing (it may be set for other programs).
+When: ``OTEL_METRICS_EXPORTER`` lists ``otlp`` (and ``OTEL_SDK_DISABLED`` is not ``true``).
+Nothing else turns it on: not ``--traces`` (traces and metrics are asked for separately), not
+an ``OTEL_EXPORTER_OTLP_ENDPOINT`` alone (it may be set for other programs).
 Where: ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``, else ``OTEL_EXPORTER_OTLP_ENDPOINT`` + ``/v1/metrics``,
 else ``http://localhost:4318/v1/metrics``; ``…_HEADERS`` and ``…_TIMEOUT`` (seconds) likewise;
 ``OTEL_METRIC_EXPORT_INTERVAL`` (ms, default 60,000); the service from ``OTEL_SERVICE_NAME`` /
@@ -47,10 +46,7 @@ def otlp_metrics_wanted(settings: "Settings", environ: Mapping[str, str] | None 
     env = os.environ if environ is None else environ
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    exporters = env.get("OTEL_METRICS_EXPORTER")
-    if exporters is not None:
-        return "otlp" in [e.strip().lower() for e in exporters.split(",")]
-    return bool(getattr(settings, "traces", False))
+    return "otlp" in [e.strip().lower() for e in env.get("OTEL_METRICS_EXPORTER", "").split(",")]
 
 
 def check_otlp_extra(settings: "Settings") -> None:
