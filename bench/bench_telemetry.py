@@ -114,11 +114,12 @@ def main() -> None:
     ap.add_argument("--conns", default="1,8")
     ap.add_argument("--baseline", metavar="DIR", help="a folder holding another mcpkit package (e.g. `git archive main mcpkit`"
                     " unpacked): measured too, as `main`, telemetry off")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="which of off,metrics,otel (off is always measured)")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("bench_telemetry needs wrk (Debian package wrk; `make bench-telemetry` installs it)")
-    variants = list(VARIANTS)
-    if importlib.util.find_spec("opentelemetry.sdk") is None:
+    variants = ["off"] + [v for v in VARIANTS if v != "off" and v in args.variants.split(",")]
+    if "otel" in variants and importlib.util.find_spec("opentelemetry.sdk") is None:
         print("the otel extra is not installed: the otel column is left out", file=sys.stderr)
         variants.remove("otel")
     if args.baseline:
