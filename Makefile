@@ -11,7 +11,7 @@ PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml
 # ranking) are installed too, so `make serve` can use every setting and `make test` tests them all.
 EDITABLES   := -e '.[test,dev,redis,oauth,hypercorn,otel]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
 
-.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-gateway bench-scaleout bench-io bench-session dist fuzz clean
+.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-telemetry bench-gateway bench-scaleout bench-io bench-session dist fuzz clean
 
 install: $(STAMP)
 
@@ -52,14 +52,14 @@ $(TS_FIXTURE)/node_modules/.installed: $(TS_FIXTURE)/package.json
 ts-fixtures: $(TS_FIXTURE)/node_modules/.installed
 
 # The scale-out tests run a real redis-server and HAProxy, the console tests a headless Chromium driven
-# through chromedriver (Debian packages, installed when missing).
+# through chromedriver, the metrics tests a real Prometheus (Debian packages, installed when missing).
 test: install fixtures test-tools ts-fixtures
 	$(VENV)/bin/lint-imports --no-logo --no-cache
 	PYTHONPATH=$(CONF_SITE) $(VENV)/bin/pytest -q
 	CONFORMANCE_EXTENSIONS=0 scripts/conformance
 
 test-tools:
-	@command -v redis-server >/dev/null && command -v haproxy >/dev/null || scripts/need-debian-packages redis-server haproxy
+	@command -v redis-server >/dev/null && command -v haproxy >/dev/null && command -v prometheus >/dev/null || scripts/need-debian-packages redis-server haproxy prometheus
 	@command -v chromium >/dev/null && test -x /usr/bin/chromedriver || scripts/need-debian-packages chromium chromium-driver
 
 # The official conformance harness against the conformance example plugin (installs both).
@@ -103,6 +103,11 @@ bench-io: install fixtures test-tools $(VENV)/.bench-io-installed bench/ts/node_
 bench-http: install fixtures
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_http.py
+
+# What telemetry costs on the stateless tools/call path: off, --metrics, and --metrics plus OTLP.
+bench-telemetry: install fixtures
+	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
+	$(PY) bench/bench_telemetry.py
 
 # mcpkit direct, through its gateway (stdio and HTTP upstreams) and FastMCP's proxy (installed
 # into .bench/fastmcp-venv on first use), side by side (docs/benchmarks.md).

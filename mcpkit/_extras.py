@@ -15,7 +15,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "redis": ("coredis",),  # state = redis://…: sessions, replay, notifications, tasks shared
     "oauth": ("jwt", "cryptography"),  # JWT access tokens (server), DPoP and signed assertions (client)
     "hypercorn": ("hypercorn",),  # --server hypercorn (HTTP/2)
-    "otel": ("opentelemetry.sdk.trace",),  # traces = true (--traces)
+    "otel": ("opentelemetry.sdk.trace",),  # traces = true (--traces), OTLP metrics (OTEL_METRICS_EXPORTER=otlp)
 }
 
 

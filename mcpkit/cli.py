@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
 import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
@@ -137,6 +138,9 @@ def _env_list(name: str, sep: str = ",") -> list[str]:
                    "Required with authorization unless --host is loopback; there it defaults to the bound "
                    "http(s)://127.0.0.1:PORT/mcp (or localhost:PORT).")
 @click.option("--workers", type=int, default=None, help="HTTP worker processes [default: 1].")
+@click.option("--metrics", is_flag=True, default=None,
+              help="Count requests, sessions and refusals; serve them as Prometheus text on GET /metrics "
+                   "(loopback, or the bearer metrics_token). See docs/observability.md.")
 @click.option("--state", metavar="URL", default=None,
               help="Share sessions, streams, notifications and tasks with other processes through Redis: "
                    "redis://host:6379/0 or rediss://... [default: memory, each process its own]. See docs/deploy.md.")
@@ -154,13 +158,13 @@ def _env_list(name: str, sep: str = ",") -> list[str]:
                    "docs/observability.md).")
 @_selection
 def serve(transport: str, host: str | None, port: int | None, allow_origins: tuple[str, ...], auth_token: str | None,
-          auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, state: str | None, http_server: str | None, certfile: str | None, keyfile: str | None,
+          auth_verifier: str | None, auth_issuer: str | None, auth_resource: str | None, workers: int | None, metrics: bool | None, state: str | None, http_server: str | None, certfile: str | None, keyfile: str | None,
           console: bool | None, console_token: str | None, traces: bool, only: tuple[str, ...], disable: tuple[str, ...], config_path: str | None, strict: bool,
           upstreams: tuple[str, ...], paths: tuple[str, ...], plugin_path: tuple[str, ...]) -> None:
     """Serve the installed plugins' tools over MCP (stdio by default), the plugins in the module
     files or package folders PATH (each named after its file or folder), and any MCP server
     named with --upstream or [upstreams.NAME] (docs/gateway.md)."""
-    given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("state", state), ("http_server", http_server),
+    given = (("host", host), ("port", port), ("auth_token", auth_token), ("workers", workers), ("metrics", metrics), ("state", state), ("http_server", http_server),
              ("certfile", certfile), ("keyfile", keyfile), ("console", console), ("console_token", console_token))
     overrides: dict[str, Any] = {k: v for k, v in given if v is not None}
     if allow_origins:
@@ -194,6 +198,10 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
         from .server.tracing import need_otel
 
         _start_check(need_otel)
+
+    from .server.metrics_otlp import check_otlp_extra
+
+    _start_check(check_otlp_extra, app.settings)
     if transport != "stdio":
         from .server.logs import log_http_requests
 
@@ -210,22 +218,13 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
     elif overrides.get("console"):  # a config file's console = true is for its HTTP runs; stdio ignores it
         raise click.UsageError("the console is served over HTTP: add --transport http (or use mcpkit dev --transport http)")
     if transport != "stdio" and app.settings.workers > 1:
-        import contextlib
-
         share: Any = contextlib.nullcontext()
         if app.settings.console:
             from .transports.http.console import shared_folder
 
             share = shared_folder(app.settings)
-        with share:  # the folder of the workers' console snapshots (docs/console.md)
-            if app.settings.http_server == "hypercorn":
-                from .transports.http.hypercorn_workers import run_workers
-
-                return run_workers(selection, overrides, app.settings.workers)
-            from .plugins.loader import lifespans as plugin_lifespans
-            from .transports.http.forked_workers import run_forked
-
-            return run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
+        with share, _shared_metrics_dir(app, overrides):  # the folders of the workers' console and metrics snapshots
+            return _serve_workers(app, loaded, config, strict, transport, selection, overrides)
     import trio
 
     from .plugins.loader import lifespans
@@ -240,9 +239,16 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
         from .server.lifespan import plugin_lifespans
         from .transports.stdio import serve_stdio
 
-        async with plugin_lifespans(app, lifespans(loaded, config), strict=strict):
-            click.echo(f"mcpkit: {serving_summary(app)} on stdio", err=True)
-            await serve_stdio(app)
+        from .server.metrics_otlp import enable_otlp_metrics
+
+        otlp = enable_otlp_metrics(app)
+        async with trio.open_nursery() as nursery:
+            if otlp is not None:
+                nursery.start_soon(otlp.export_forever)  # the last export when the nursery ends
+            async with plugin_lifespans(app, lifespans(loaded, config), strict=strict):
+                click.echo(f"mcpkit: {serving_summary(app)} on stdio", err=True)
+                await serve_stdio(app)
+            nursery.cancel_scope.cancel()
 
     async def run_http() -> None:
         from .transports.http.serve import serve_http
@@ -257,6 +263,38 @@ def _serve(app: Any, loaded: Any, config: Any, strict: bool, transport: str, sel
         for sock in sockets:
             sock.close()
     return 0
+
+
+def _serve_workers(app: Any, loaded: Any, config: Any, strict: bool, transport: str, selection: dict[str, Any],
+                   overrides: dict[str, Any]) -> int:
+    if app.settings.http_server == "hypercorn":
+        from .transports.http.hypercorn_workers import run_workers
+
+        return run_workers(selection, overrides, app.settings.workers)
+    from .plugins.loader import lifespans as plugin_lifespans
+    from .transports.http.forked_workers import run_forked
+
+    return run_forked(app, plugin_lifespans(loaded, config), strict=strict, legacy_only=transport == "sse")
+
+
+@contextlib.contextmanager
+def _shared_metrics_dir(app: Any, overrides: dict[str, Any]) -> Iterator[None]:
+    """With --metrics and --workers, the folder where the workers share their metrics (made
+    here and removed at the end, unless metrics_dir names one), so /metrics on any worker
+    shows them all."""
+    s = app.settings
+    if not s.metrics or s.metrics_dir:
+        yield
+        return
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="mcpkit-metrics-")
+    s.metrics_dir = overrides["metrics_dir"] = folder  # forked workers inherit it; hypercorn's get it passed
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

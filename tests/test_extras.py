@@ -74,6 +74,8 @@ REDIS = "state = redis://… needs the redis extra: pip install 'mcpkit[redis]'"
 OAUTH = "auth verifier = jwt needs the oauth extra: pip install 'mcpkit[oauth]'"
 HYPERCORN = "http_server = hypercorn (--server hypercorn) needs the hypercorn extra: pip install 'mcpkit[hypercorn]'"
 OTEL = "traces = true (--traces) needs the otel extra: pip install 'mcpkit[otel]'"
+OTEL_METRICS = ("OTLP metrics export (OTEL_METRICS_EXPORTER=otlp) needs the otel extra: "
+                "pip install 'mcpkit[otel]'")
 JWT_AUTH = ("--auth", "jwt", "--auth-issuer", "https://issuer.example", "--auth-resource", "http://127.0.0.1:8000/mcp")
 
 
@@ -90,8 +92,11 @@ JWT_AUTH = ("--auth", "jwt", "--auth-issuer", "https://issuer.example", "--auth-
     (("opentelemetry-sdk",), ("--traces",), {}, OTEL),
     (("opentelemetry-sdk",), ("--transport", "http", "--port", "0", "--traces"), {}, OTEL),
     (("opentelemetry-sdk",), ("--transport", "http", "--port", "0", "--workers", "2"), {"MCPKIT_TRACES": "true"}, OTEL),
+    (("opentelemetry-sdk",), ("--transport", "http", "--port", "0", "--metrics"), {"OTEL_METRICS_EXPORTER": "otlp"},
+     OTEL_METRICS),
+    (("opentelemetry-sdk",), (), {"OTEL_METRICS_EXPORTER": "otlp,console"}, OTEL_METRICS),
 ], ids=["redis-stdio", "redis-http", "redis-workers", "jwt", "jwt-crypto", "hypercorn", "hypercorn-workers", "hypercorn-env",
-        "otel-stdio", "otel-http", "otel-workers-env"])
+        "otel-stdio", "otel-http", "otel-workers-env", "otel-metrics-http", "otel-metrics-stdio"])
 def test_a_setting_without_its_extra_stops_in_one_line(tmp_path: Path, without: tuple[str, ...], args: tuple[str, ...],
                                                        env: dict[str, str], line: str) -> None:
     venv = project_venv(tmp_path / "venv", without=without)

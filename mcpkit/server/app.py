@@ -59,6 +59,8 @@ class App:
     reloading: bool = False
     #: what watches this server (metrics, traces, the console); empty: nothing is reported
     observers: Observers = field(default_factory=Observers, repr=False)
+    #: the metrics this process counts (:class:`~mcpkit.server.metrics.Metrics`), when enabled
+    metrics: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         secret = self.settings.state_secret

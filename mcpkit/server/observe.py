@@ -75,18 +75,24 @@ class RequestRecord:
     @classmethod
     def of(cls, req: RequestReceived, transport: str, session_id: str | None,
            headers: dict[str, str] | None = None) -> "RequestRecord":
+        method = req.method
         try:
-            if req.method == "tools/call":  # decoded once: the handler reuses it
-                env = _from_typed(req.params_as(CallToolParams))
-            elif req.typed is not None:
-                env = _from_typed(req.typed)
+            if method == "tools/call":  # decoded once: the handler reuses it (the hot path: no envelope)
+                typed: Any = req.params_as(CallToolParams)
+                target, meta = typed.name, typed.meta
             else:
-                env = jsonrpc.decode_params(req.params, _Envelope)
+                typed = req.typed
+                if typed is None:
+                    typed = jsonrpc.decode_params(req.params, _Envelope)
+                target = (getattr(typed, "name", None) if method == "prompts/get"
+                          else getattr(typed, "uri", None) if method == "resources/read" else None)
+                meta = getattr(typed, "meta", None)
         except Exception:  # bad params: the handler answers them; observers see no target
-            env = _Envelope()
-        target = env.name if req.method in ("tools/call", "prompts/get") else env.uri if req.method == "resources/read" else None
-        return cls(req.method, req.id, transport, session_id, req.features.version, target, env.meta,
-                   headers if headers is not None else req.headers, (req.client_info or {}).get("name"))
+            target = meta = None
+        info = req.client_info
+        return cls(method, req.id, transport, session_id, req.features.version, target,
+                   meta if isinstance(meta, dict) else None, headers if headers is not None else req.headers,
+                   info.get("name") if info else None)
 
     def finish(self, answer: Answer | None) -> None:
         self.duration = time.perf_counter() - self.started
@@ -103,12 +109,6 @@ class RequestRecord:
     def name(self) -> str:
         """The span name the conventions give: ``{method} {target}`` or the method alone."""
         return f"{self.method} {self.target}" if self.target else self.method
-
-
-def _from_typed(typed: Any) -> _Envelope:
-    meta = getattr(typed, "meta", None)
-    return _Envelope(getattr(typed, "name", None), getattr(typed, "uri", None),
-                     meta if isinstance(meta, dict) else None)
 
 
 class Observer:
@@ -152,6 +152,13 @@ class Observers(Observer):
 
     def add(self, observer: Observer) -> None:
         self.members.append(observer)
+        hooks = ("request", "ended")
+        if len(self.members) == 1:  # the usual case: one observer's own methods, no fan-out call between
+            for hook in hooks:
+                setattr(self, hook, getattr(observer, hook))
+        else:
+            for hook in hooks:
+                self.__dict__.pop(hook, None)
 
     def __bool__(self) -> bool:
         return bool(self.members)

@@ -20,7 +20,7 @@ from ..protocol.jsonrpc import Answer, ErrorObject, RequestId
 from ..protocol.connection import RequestReceived
 from ..protocol.session import Action, Cancel, Notified, Resolve, Run, Send, SendBatch, ServerSession
 from .context import PeerError
-from .observe import Observers, RequestRecord
+from .observe import RequestRecord
 
 if TYPE_CHECKING:
     from .dispatch import Dispatcher
@@ -172,12 +172,19 @@ class SessionRunner:
                 if scopes is None and self.core.track:
                     scopes = self.scopes
                 observers = self.dispatcher.app.observers
-                if observers:
-                    # an HTTP session's POST carries its headers (trace context) when observers watch
-                    headers = getattr(run.origin, "headers", None)
-                    answer = await self._observed(observers, req, _RequestPeer(self, channel), scopes, headers)
-                else:
+                if not observers:
                     answer = await self.dispatcher.answer(req, _RequestPeer(self, channel), scopes)
+                else:  # inline, not a helper coroutine: what watching costs is counted per request
+                    # an HTTP session's POST carries its headers (trace context) when observers watch
+                    rec = RequestRecord.of(req, self.transport, self.session_id, getattr(run.origin, "headers", None))
+                    try:
+                        with observers.request(rec):
+                            answer = await self.dispatcher.answer(req, _RequestPeer(self, channel), scopes)
+                            rec.finish(answer)
+                    finally:
+                        if not rec.duration:  # left by a cancellation from outside (a shutdown, a lost client)
+                            rec.finish(None)
+                        observers.ended(rec)
             finally:
                 actions = self.core.finished(req, answer)
             for action in actions:
@@ -191,19 +198,6 @@ class SessionRunner:
             self.serving -= 1
             if self.serving == 0:
                 self._idle.set()
-
-    async def _observed(self, observers: Observers, req: Any, peer: "_RequestPeer", scopes: Any,
-                        headers: dict[str, str] | None = None) -> Answer | None:
-        rec = RequestRecord.of(req, self.transport, self.session_id, headers)
-        try:
-            with observers.request(rec):
-                answer = await self.dispatcher.answer(req, peer, scopes)
-                rec.finish(answer)
-            return answer
-        finally:
-            if not rec.duration:  # left by a cancellation from outside (a shutdown, a lost client)
-                rec.finish(None)
-            observers.ended(rec)
 
     async def ask(self, channel: Channel, method: str, params: dict[str, Any]) -> Any:
         """Send a server-to-client request on ``channel`` and wait for the client's answer."""

@@ -69,6 +69,14 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     #: seconds in-flight work may finish after SIGTERM before it is cancelled
     shutdown_grace_s: float = 5.0
     workers: int = 1
+    #: count requests, sessions, streams and refusals, and serve them as Prometheus text on
+    #: GET /metrics (HTTP transports; docs/observability.md)
+    metrics: bool = False
+    #: /metrics answers loopback clients; others must send ``Authorization: Bearer <this>``
+    metrics_token: str | None = None
+    #: the folder where the workers of one deployment share their metrics (``--workers`` makes
+    #: one itself; set it to add up several ``mcpkit serve`` processes on one host)
+    metrics_dir: str | None = None
     #: one line per HTTP request on stderr (client, method, path, status, duration, request id)
     access_log: bool = True
     #: "mcpkit" (our own HTTP/1.1 server) or "hypercorn" (HTTP/2 too)

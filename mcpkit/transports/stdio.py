@@ -9,6 +9,7 @@ import signal
 import stat
 import sys
 import functools
+import time
 from typing import Any, Awaitable, Callable
 
 import trio
@@ -233,6 +234,10 @@ async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, std
     else:
         out, read = _stdout_writer(), _stdin_reader()
     try:
+        observers = app.observers
+        if observers:
+            opened = time.perf_counter()
+            observers.session_opened("stdio", None)
         async with trio.open_nursery() as nursery:
             session = StdioSession(app, out, nursery)
             nursery.start_soon(session.forward_changes)
@@ -253,6 +258,9 @@ async def serve_stdio(app: App, stdin: trio.abc.ReceiveStream | None = None, std
             nursery.cancel_scope.cancel()
     except* trio.BrokenResourceError:
         log.info("stdout closed; stopping")
+    finally:
+        if observers:
+            observers.session_closed("stdio", None, time.perf_counter() - opened)
 
 
 async def _stop_requests(app: App, session: StdioSession, own: bool) -> None:

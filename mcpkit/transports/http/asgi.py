@@ -22,6 +22,8 @@ from ...server.app import App
 from ...server.dispatch import Dispatcher
 from ...server.context import STOP_BOUND_S
 from ...server.lifespan import plugin_lifespans
+from ...server.metrics import enable_metrics
+from ...server.metrics_otlp import enable_otlp_metrics
 from ...server.redis_link import StateUnavailable
 from .legacy_sse import LegacySse
 from .routes import plain_routes
@@ -40,6 +42,8 @@ _MCP_PATHS = frozenset({"/mcp", "/mcp/", "/sse", "/messages"})
 REASONS_TEXT = {400: "Bad Request", 408: "Request Timeout", 414: "URI Too Long", 431: "Request Header Fields Too Large",
                 505: "HTTP Version Not Supported"}
 log = logging.getLogger("mcpkit.http")
+#: what observers are told of a request the HTTP server refused, by its status
+_REFUSAL_REASONS = {413: "body", 408: "slow", 414: "headers", 431: "headers"}
 
 
 class HttpApp:
@@ -55,7 +59,11 @@ class HttpApp:
         self.sessions: SessionManager | None = None
         self.streamable: Streamable | None = None
         self.legacy = LegacySse(app)
+        if app.settings.metrics:
+            enable_metrics(app)
         self.routes = plain_routes(app)
+        #: paths the MCP authorization does not cover (/metrics has its own rule: routes.py)
+        self.open_paths = frozenset({"/healthz", "/metrics"} if app.settings.metrics else {"/healthz"})
         self.started = trio.Event()
         self.access = AccessLog(s.access_log)
         self.active = 0  # requests being served (streams included)
@@ -95,12 +103,17 @@ class HttpApp:
         """Plugin lifespans, the session expiry and change forwarding: held
         open while a server serves this app. On exit the sessions end (after the drain)."""
         s = self.app.settings
+        otlp = enable_otlp_metrics(self.app)  # here: in each worker, after the fork
         sink = stderr_sink()  # the server log, too, never blocks the event loop
         async with logging_through(sink), plugin_lifespans(self.app, self.lifespans, strict=self.strict), \
                 trio.open_nursery() as nursery:
             nursery.start_soon(sink.flush_forever)
             if self.access.enabled:
                 nursery.start_soon(self.access.write_forever)
+            if otlp is not None:
+                nursery.start_soon(otlp.export_forever)
+            if self.app.metrics is not None:
+                nursery.start_soon(self.app.metrics.share_forever)
             stack = contextlib.ExitStack()
             self.sessions = SessionManager(
                 _session_backend(self.app), self.app.new_connection, Dispatcher(self.app), nursery,
@@ -179,6 +192,7 @@ class HttpApp:
             with budget:
                 await self._route(ex, h, origin)
         except BodyTooLarge:
+            self.refused("body", ex.path)
             await ex.respond(413, self.too_large_body(ex.path))
         except StateUnavailable as exc:  # logged once per outage by the link
             if ex.status == 0:
@@ -208,14 +222,22 @@ class HttpApp:
     def refusal_body(self, path: str | None, status: int, code: str, message: str) -> bytes:
         """The body of a request the HTTP layer refused (malformed, too large, too slow), in
         the error shape of its route (JSON-RPC on the MCP endpoints)."""
+        self.refused(_REFUSAL_REASONS.get(status, "malformed"), path)
         if status == 413:
             return self.too_large_body(path or "/mcp")
         if path is None or path in _MCP_PATHS:
             return error_body(jsonrpc.INVALID_REQUEST, f"{REASONS_TEXT.get(status, 'Bad Request')}: {message}")
         return rest_error(code, message)
 
+    def refused(self, reason: str, path: str | None) -> None:
+        """Tell observers of a request refused before any handler saw it."""
+        observers = self.app.observers
+        if observers:
+            observers.rejected(reason, "sse" if path in ("/sse", "/messages") else "http")
+
     async def refuse(self, ex: Exchange, status: int, message: str, headers: list[tuple[bytes, bytes]]) -> None:
         """An authorization refusal (401, 403, 503) in the error shape of the route."""
+        self.refused("auth", ex.path)
         if ex.path in _MCP_PATHS:
             body = error_body(jsonrpc.INTERNAL_ERROR if status >= 500 else jsonrpc.INVALID_REQUEST, message)
         else:
@@ -226,12 +248,14 @@ class HttpApp:
     async def _route(self, ex: Exchange, h: dict[str, str], origin: str | None) -> None:
         method, path = ex.method, ex.path
         if not self.guard.host_allowed(h.get("host")):
+            self.refused("host", path)
             await ex.respond(421, error_body(jsonrpc.INVALID_REQUEST, "Misdirected Request: Host not allowed"))
             return
         if self.console is not None and path.startswith("/console") and path[8:9] in ("", "/"):
             await self.console.serve(ex)  # its own access rule (console/access.py), not MCP's tokens
             return
         if origin is not None and not self.guard.origin_allowed(origin):
+            self.refused("origin", path)
             await ex.respond(403, error_body(jsonrpc.INVALID_REQUEST, "Forbidden: Origin not allowed"))
             return
         length = h.get("content-length")
@@ -240,7 +264,7 @@ class HttpApp:
         if method == "OPTIONS":
             await ex.respond(204, headers=self.guard.preflight_headers())
             return
-        if self.auth is not None and path != "/healthz":
+        if self.auth is not None and path not in self.open_paths:
             if self.auth.is_metadata_path(path):
                 await self.auth.serve_metadata(ex)
                 return

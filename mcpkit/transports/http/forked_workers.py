@@ -36,23 +36,26 @@ RESTART_WINDOW_S = 30.0
 def run_forked(app: App, lifespans: list[tuple[str, Any]], *, strict: bool = False, legacy_only: bool = False) -> int:
     s = app.settings
     (sock,) = listen(s)  # a port in use or a bad certificate fails here, once, not in every worker
-    for url in urls([sock], bool(s.certfile)):
-        print(f"mcpkit: serving MCP on {url}/mcp (legacy SSE on {url}/sse) with {s.workers} workers",
-              file=sys.stderr, flush=True)
-        if s.console:
-            print(f"mcpkit: console on {url}/console (each worker merges the others' snapshots)", file=sys.stderr, flush=True)
     stopping = False
 
     def on_signal(signum: int, frame: Any) -> None:
         nonlocal stopping
         stopping = True
 
+    # before the banner: whoever reads it may stop the server at once (SIGTERM), and is heard
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for url in urls([sock], bool(s.certfile)):
+        print(f"mcpkit: serving MCP on {url}/mcp (legacy SSE on {url}/sse) with {s.workers} workers",
+              file=sys.stderr, flush=True)
+        if s.console:
+            print(f"mcpkit: console on {url}/console (each worker merges the others' snapshots)", file=sys.stderr, flush=True)
     children: dict[int, float] = {}
     deaths: list[float] = []
     lifeline = os.pipe()  # never written: its end tells the workers that the parent is gone
     try:
         for _ in range(s.workers):
+            if stopping:  # stopped while starting: no more workers
+                break
             children[_fork(app, lifespans, sock, strict, legacy_only, old, lifeline)] = time.monotonic()
         while children and not stopping:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -81,14 +84,20 @@ def run_forked(app: App, lifespans: list[tuple[str, Any]], *, strict: bool = Fal
 
 def _fork(app: App, lifespans: list[tuple[str, Any]], sock: Any, strict: bool, legacy_only: bool,
           handlers: dict[int, Any], lifeline: tuple[int, int]) -> int:
+    # SIGTERM/SIGINT wait while the child still has the parent's handlers (which would swallow
+    # a stop sent to it before it runs at all); it takes them once it has its own
+    stops = {signal.SIGTERM, signal.SIGINT}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     pid = os.fork()
     if pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return pid
     code = 1
     try:
         os.close(lifeline[1])  # only the parent may hold the write end
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a stop that came meanwhile ends it now
         trio.run(lambda: serve_http(app, lifespans, strict=strict, legacy_only=legacy_only, sockets=[sock], announce=False,
                                     parent=lifeline[0]))
         code = 0
@@ -113,7 +122,7 @@ def _stop(children: dict[int, float], grace: float) -> int:
             time.sleep(0.05)
             continue
         children.pop(pid, None)
-        if os.waitstatus_to_exitcode(status) != 0:
+        if os.waitstatus_to_exitcode(status) not in (0, -signal.SIGTERM):  # SIGTERM: stopped before it served
             code = 1
     for pid in children:
         log.error("worker %d did not stop in time; killing it", pid)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 import urllib.parse
 from typing import Any
 
@@ -87,6 +88,20 @@ class LegacySse:
             await ex.respond(406, error_body(jsonrpc.INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
             return
         sid = secrets.token_hex(16)
+        observers = self.app.observers
+        if observers:
+            opened = time.perf_counter()
+            observers.session_opened("sse", sid)
+            observers.stream_opened("sse")
+            try:
+                await self._serve_stream(ex, sid)
+            finally:
+                observers.stream_closed("sse")
+                observers.session_closed("sse", sid, time.perf_counter() - opened)
+        else:
+            await self._serve_stream(ex, sid)
+
+    async def _serve_stream(self, ex: Exchange, sid: str) -> None:
         await ex.start_stream()
         await ex.send_chunk(sse_event(f"{ex.root_path}/messages?session_id={sid}".encode(), event="endpoint"))
         async with trio.open_nursery() as nursery:

@@ -3,7 +3,7 @@ HTTP exchange itself (stateless era), or the session's resumable stream (handsha
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import trio
 
@@ -28,6 +28,8 @@ class DirectChannel:
         self._step_up = step_up
         self._started = False
         self._lock_: trio.StrictFIFOLock | None = None  # made when something streams
+        #: told when the answer becomes an SSE stream (set only when something watches)
+        self.observers: Any = None
 
     @property
     def _lock(self) -> trio.StrictFIFOLock:
@@ -38,6 +40,8 @@ class DirectChannel:
     async def _start(self) -> None:
         if not self._started:
             self._started = True
+            if self.observers is not None:
+                self.observers.stream_opened("http")
             await self._ex.start_stream()
 
     async def message(self, data: bytes) -> None:
@@ -68,6 +72,11 @@ class DirectChannel:
 
     def done(self) -> None:
         return None
+
+    @property
+    def streamed(self) -> bool:
+        """The answer went (or goes) out as an SSE stream."""
+        return self._started
 
 
 async def respond_with(ex: Exchange, answer: Answer, step_up: StepUp | None) -> None:

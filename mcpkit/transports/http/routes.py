@@ -1,5 +1,5 @@
-"""The plain routes: the HTTP paths that are not JSON-RPC endpoints (``/healthz`` and the REST
-search API), answered on :class:`Exchange` like the MCP endpoints, so mcpkit's own server and
+"""The plain routes: the HTTP paths that are not JSON-RPC endpoints (``/healthz``, the REST
+search API, ``/metrics``), answered on :class:`Exchange` like the MCP endpoints, so mcpkit's own server and
 any ASGI server (hypercorn) serve them alike, with no web framework underneath.
 
 A route is an exact path and the methods it answers (a GET route answers HEAD too); every
@@ -11,6 +11,7 @@ Origin, CORS, preflight, body limits, authorization, request ids) run before, in
 
 from __future__ import annotations
 
+import hmac
 import os
 from typing import Any, Awaitable, Callable, Iterable
 
@@ -18,10 +19,14 @@ import msgspec
 
 from ..._version import __version__
 from ...server.app import App
+from ...server.metrics import CONTENT_TYPE
 from .exchange import Exchange
+from .security import is_loopback_host
 from .wire import Headers, rest_error
 
 Handler = Callable[[Exchange], Awaitable[None]]
+#: a request with one of these came through a proxy: its loopback peer address proves nothing
+_PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip")
 
 
 class PlainRoutes:
@@ -85,4 +90,35 @@ def plain_routes(app: App) -> PlainRoutes:
 
     routes.add("/healthz", healthz)
     routes.add("/mcp/search", SearchApi(app).serve, methods=None)
+    if app.settings.metrics and app.metrics is not None:  # --metrics: otherwise /metrics is a path like any other (404)
+        routes.add("/metrics", MetricsRoute(app).serve)
     return routes
+
+
+class MetricsRoute:
+    """``GET /metrics``: the Prometheus text of every worker, added up. It tells tool names and
+    traffic, so it answers loopback clients (a Prometheus or agent on the same host) and,
+    from elsewhere, only a request with ``Authorization: Bearer <metrics_token>``; with no
+    token set, nobody else (403)."""
+
+    def __init__(self, app: App) -> None:
+        self.metrics = app.metrics
+        token = app.settings.metrics_token
+        self.expected = f"bearer {token}".encode() if token else None
+
+    def allowed(self, ex: Exchange) -> bool:
+        client, headers = ex.client, ex.headers
+        proxied = any(h in headers for h in _PROXY_HEADERS)  # a proxy on this host speaks for someone else
+        if not proxied and (client is None or is_loopback_host(str(client[0]))):
+            return True  # no peer address: a Unix socket or an in-process server
+        given = headers.get("authorization")
+        if self.expected is None or given is None:
+            return False
+        scheme, _, rest = given.partition(" ")
+        return hmac.compare_digest(f"{scheme.lower()} {rest.strip()}".encode(), self.expected)
+
+    async def serve(self, ex: Exchange) -> None:
+        if not self.allowed(ex):
+            await ex.respond(403, rest_error("FORBIDDEN", "/metrics answers loopback clients, or the bearer metrics_token"))
+            return
+        await ex.respond(200, self.metrics.text(), content_type=CONTENT_TYPE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
+import time
 import weakref
 from typing import Any, Callable
 
@@ -272,6 +273,8 @@ class Session:
         #: (issuer, subject) of the principal that opened it; only they may use it (None: open)
         self.owner: tuple[str, str] | None = None
         self.saved: SessionRecord | None = None  # the record as the backend last got it
+        #: when it was opened here (perf_counter), for observers; None: opened elsewhere, loaded here
+        self.opened: float | None = None
         self._counter = itertools.count(1)
         self._prefix = backend.ask_prefix.rstrip(".")
         self.standalone = self.new_stream("0")
@@ -373,6 +376,10 @@ class SessionManager:
             return None
         session = self._session(secrets.token_urlsafe(24))  # visible ASCII, unguessable
         self.sessions[session.id] = session
+        observers = self.dispatcher.app.observers
+        if observers:
+            session.opened = time.perf_counter()
+            observers.session_opened("http", session.id)
         return session
 
     async def save_new(self, session: Session) -> None:
@@ -400,6 +407,10 @@ class SessionManager:
         if session is None:
             return False
         session.close()
+        if session.opened is not None:  # ended (DELETE, expiry, shutdown) or evicted here
+            observers = self.dispatcher.app.observers
+            if observers:
+                observers.session_closed("http", session.id, time.perf_counter() - session.opened)
         return True
 
     async def expire_forever(self) -> None:

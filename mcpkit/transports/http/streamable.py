@@ -117,22 +117,30 @@ class Streamable:
         sse = prefers_sse(accept) or self.settings.response_mode == "sse"
         listen = msg.method == "subscriptions/listen"
         channel = DirectChannel(ex, listen or (sse and self.settings.response_mode != "json"), self.step_up)
+        observers = self.app.observers
+        if observers:
+            channel.observers = observers
         (action,) = self.stateless.receive_message(msg, stateless=True, headers=ex.headers, origin=channel)
         if not isinstance(action, Run):  # refused before it ran (headers, envelope, version, busy)
+            if observers and busy_status(action.answer):
+                observers.rejected("limits", "http")
             await respond_with(ex, action.answer, self.step_up)
             return
         action.request.principal = ex.principal
-        if listen:  # held open: keep-alives meanwhile, and the end when the client leaves
-            async with ex.cancel_on_disconnect(), trio.open_nursery() as nursery:
-                nursery.start_soon(channel.heartbeat, self.settings.sse_heartbeat_s)
-                await self.stateless_runner.execute([action], inline=True)
-                nursery.cancel_scope.cancel()
-            return
-        if ex.can_watch:  # the request's own scope ends when the client leaves
-            await self.stateless_runner.execute([action], inline=True, scopes=_Watched(ex))
-        else:
-            async with ex.cancel_on_disconnect():
-                await self.stateless_runner.execute([action], inline=True)
+        try:
+            if listen:  # held open: keep-alives meanwhile, and the end when the client leaves
+                async with ex.cancel_on_disconnect(), trio.open_nursery() as nursery:
+                    nursery.start_soon(channel.heartbeat, self.settings.sse_heartbeat_s)
+                    await self.stateless_runner.execute([action], inline=True)
+                    nursery.cancel_scope.cancel()
+            elif ex.can_watch:  # the request's own scope ends when the client leaves
+                await self.stateless_runner.execute([action], inline=True, scopes=_Watched(ex))
+            else:
+                async with ex.cancel_on_disconnect():
+                    await self.stateless_runner.execute([action], inline=True)
+        finally:
+            if observers and channel.streamed:
+                observers.stream_closed("http")
 
     async def post_initialize(self, ex: Exchange, body: bytes) -> None:
         try:
@@ -145,6 +153,8 @@ class Streamable:
             return
         session = self.sessions.create()
         if session is None:
+            if self.app.observers:
+                self.app.observers.rejected("sessions", "http")
             limit = self.settings.max_sessions
             await ex.respond(503, error_body(jsonrpc.TOO_MANY_SESSIONS, f"Service Unavailable: all {limit} sessions (max_sessions) "
                                              "have a request or stream in progress; retry shortly", msg.id,
@@ -216,6 +226,8 @@ class Streamable:
             answer = post.replies[0]
             status = http_status_for(answer.code) if answer.code in (jsonrpc.PARSE_ERROR, jsonrpc.INVALID_REQUEST) else 200
             if busy_status(answer):
+                if self.app.observers:
+                    self.app.observers.rejected("limits", "http")
                 await ex.respond(503, answer.encode(), RETRY_SOON)
             else:
                 await ex.respond(status, answer.encode())
@@ -248,6 +260,8 @@ class Streamable:
         if json_ok and answered and not channel.wants_sse:
             stream.detach(box)
             busy_now = channel.final is not None and busy_status(channel.final)
+            if busy_now and self.app.observers:
+                self.app.observers.rejected("limits", "http")
             await ex.respond(503 if busy_now else 200, first[1], RETRY_SOON if busy_now else None)
             return
         polling = run.request.features.version >= "2025-11-25"
@@ -263,6 +277,9 @@ class Streamable:
         box: what is queued is still written, then the response ends cleanly). A keep-alive
         comment goes out whenever nothing else did for ``sse_heartbeat_s``, from the start (no
         ``first`` frame yet) on: writing is how a client that vanished without a word is noticed."""
+        observers = self.app.observers
+        if observers:
+            observers.stream_opened("http")
         try:
             frame = first
             while frame is None or frame[0] != CLOSE:
@@ -279,6 +296,8 @@ class Streamable:
             pass
         finally:  # also when cancelled (the client hung up): later events wait for a resume
             stream.detach(box)
+            if observers:
+                observers.stream_closed("http")
         try:
             await ex.end_stream()
         except OSError:

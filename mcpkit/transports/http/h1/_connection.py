@@ -48,6 +48,9 @@ class Application(Protocol):
 
     def refusal_body(self, path: str | None, status: int, code: str, message: str) -> bytes: ...
 
+    def refused(self, reason: str, path: str | None) -> None:
+        """A connection or request refused before the application saw it (for observers)."""
+
 
 @dataclass(eq=False)
 class ServerState:

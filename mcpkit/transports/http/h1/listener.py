@@ -97,6 +97,7 @@ class HttpServer:
                 continue
             if len(self.connections) >= self.max_connections and not self._make_room():
                 _refuse_busy(client)
+                self.state.app.refused("connections", None)
                 continue
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
