@@ -84,7 +84,7 @@ PLANS: dict[tuple[str, str], Plan] = {
     ("docs/http.md", "curl -N"): Plan("skip", why="two terminals: the stream stays open and the session id is "
                                                   "copied by hand (tests/test_http.py drives legacy HTTP+SSE)"),
     ("docs/observability.md", "mcpkit serve --transport http --host 127.0.0.1 --metrics"): Plan("servers"),
-    ("docs/observability-traces.md", "pip install 'mcpkit[otel]'"): Plan(
+    ("docs/observability.md", "pip install 'mcpkit[otel]'"): Plan(
         "skip", why="pip takes the packages from the package index; make install puts the otel extra in the test venv, "
                     "and tests/test_traces.py serves with --traces against a real OTLP receiver"),
     ("docs/installing.md", "make dist"): Plan("skip", why="tests/test_dist.py runs `make dist` and installs the wheels"),
