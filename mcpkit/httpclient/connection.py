@@ -9,7 +9,6 @@ server uses), whose callbacks fill this object's fields; nothing here knows abou
 
 from __future__ import annotations
 
-import errno
 import socket
 import ssl
 import time
@@ -19,7 +18,7 @@ import trio
 
 from .errors import HttpConnectError, HttpProtocolError, HttpResponseTooLarge
 from .response import HttpResponse
-from .sockio import READ_SIZE, PlainSocket
+from .sockio import READ_SIZE, PlainSocket, connect_socket
 MAX_HEADER_BYTES = 64 * 1024
 _NO_BODY = (204, 304)
 
@@ -34,14 +33,7 @@ async def _tcp_connect(host: str, port: int) -> socket.socket:
     for family, kind, proto, _, addr in infos:
         sock = socket.socket(family, kind, proto)
         try:
-            sock.setblocking(False)
-            err = sock.connect_ex(addr)
-            if err in (errno.EINPROGRESS, errno.EAGAIN):
-                await trio.lowlevel.wait_writable(sock)
-                err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-            if err:
-                raise OSError(err, errno.errorcode.get(err, str(err)))
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await connect_socket(sock, addr)
             return sock
         except OSError as exc:
             sock.close()

@@ -9,12 +9,28 @@ the other tasks.
 
 from __future__ import annotations
 
+import errno
 import math
 import socket
+from typing import Any
 
 import trio
 
 READ_SIZE = 65536
+
+
+async def connect_socket(sock: socket.socket, addr: Any) -> None:
+    """Connect ``sock`` (made non-blocking here) to ``addr`` without blocking the loop; raises
+    OSError with the kernel's reason when it cannot. TCP sockets get TCP_NODELAY."""
+    sock.setblocking(False)
+    err = sock.connect_ex(addr)
+    if err in (errno.EINPROGRESS, errno.EAGAIN):
+        await trio.lowlevel.wait_writable(sock)
+        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if err:
+        raise OSError(err, errno.errorcode.get(err, str(err)))
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class PlainSocket:

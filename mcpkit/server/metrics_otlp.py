@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcpkit.metrics")
 #: how a missing extra is named in the one-line error
 WHAT = "OTLP metrics export (OTEL_METRICS_EXPORTER=otlp)"
-DEFAULT_ENDPOINT = "http://localhost:4318/v1/metrics"
 _FIXED64 = struct.Struct("<Q").pack
 _DOUBLE = struct.Struct("<d").pack
 _SFIXED64 = struct.Struct("<q").pack
@@ -56,18 +55,6 @@ def check_otlp_extra(settings: "Settings") -> None:
         require("otel", WHAT)
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"OTEL_EXPORTER_OTLP_METRICS_{name}") or os.environ.get(f"OTEL_EXPORTER_OTLP_{name}") or default
-
-
-def endpoint_from_env() -> str:
-    specific = os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-    if specific:
-        return specific
-    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    return base.rstrip("/") + "/v1/metrics" if base else DEFAULT_ENDPOINT
-
-
 class OtlpMetrics:
     """Sends the numbers of one process's :class:`~.metrics.Metrics` to an OTLP/HTTP endpoint."""
 
@@ -83,17 +70,17 @@ class OtlpMetrics:
             resource = resource.merge(Resource({SERVICE_NAME: app.settings.name or "mcpkit"}))
         self.resource = dict(resource.attributes)
         self.scope = ("mcpkit", __version__)
-        self.endpoint = endpoint_from_env()
+        from .otlp_export import headers_from_env, otlp_endpoint, otlp_env
+
+        self.endpoint = otlp_endpoint("metrics")
         url = urlsplit(self.endpoint)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"OTLP endpoint {self.endpoint!r}: an http:// or https:// URL is needed")
         self._url = url
         self._path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        self.timeout = float(_env("TIMEOUT", "10") or 10)
-        from .otlp_export import _headers
-
+        self.timeout = float(otlp_env("METRICS", "TIMEOUT", "10") or 10)
         self.headers = {"Content-Type": "application/x-protobuf", "User-Agent": "mcpkit-otlp",
-                        **_headers(_env("HEADERS"))}
+                        **headers_from_env(otlp_env("METRICS", "HEADERS"))}
         self.started_ns = time.time_ns()
         try:
             self.interval = max(float(os.environ.get("OTEL_METRIC_EXPORT_INTERVAL", "60000")) / 1000, 0.1)
@@ -103,7 +90,7 @@ class OtlpMetrics:
 
     def body(self, store: MetricStore) -> bytes:
         """``store`` as an ExportMetricsServiceRequest (opentelemetry/proto/metrics/v1)."""
-        from .otlp_export import _field as field, _key_value
+        from .otlp_export import encode_field as field, encode_key_value as _key_value
 
         def key_values(tag: bytes, attrs: dict[str, Any]) -> bytes:  # repeated KeyValue field ``tag``
             return b"".join(field(tag, _key_value(k, v)) for k, v in attrs.items())

@@ -30,7 +30,6 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 log = logging.getLogger("mcpkit.server")
 
-DEFAULT_ENDPOINT = "http://localhost:4318/v1/traces"
 _RETRY = {429, 502, 503, 504}
 #: attribute keys, and string values per key, whose encoding is kept
 _CACHE_MAX = 1024
@@ -186,12 +185,17 @@ class _Encoder:
         return b"".join(_field(b"\x0a", resources[r] + b"".join(scopes)) for r, scopes in by_resource.items())
 
 
+def otlp_env(signal: str, name: str, default: str | None = None) -> str | None:
+    """``OTEL_EXPORTER_OTLP_<SIGNAL>_<name>`` (signal: ``TRACES``, ``METRICS``), else
+    ``OTEL_EXPORTER_OTLP_<name>``, else ``default``."""
+    return os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_{name}") or os.environ.get(f"OTEL_EXPORTER_OTLP_{name}") or default
+
+
 def _env(name: str, default: str | None = None) -> str | None:
-    """``OTEL_EXPORTER_OTLP_TRACES_<name>``, else ``OTEL_EXPORTER_OTLP_<name>``."""
-    return os.environ.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}") or os.environ.get(f"OTEL_EXPORTER_OTLP_{name}") or default
+    return otlp_env("TRACES", name, default)
 
 
-def _headers(text: str | None) -> dict[str, str]:
+def headers_from_env(text: str | None) -> dict[str, str]:
     out = {}
     for item in (text or "").split(","):
         key, sep, value = item.partition("=")
@@ -200,12 +204,18 @@ def _headers(text: str | None) -> dict[str, str]:
     return out
 
 
-def endpoint_from_env() -> str:
-    specific = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+def otlp_endpoint(signal: str) -> str:
+    """Where a signal (``traces``, ``metrics``) goes: ``OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT`` as
+    given, else ``OTEL_EXPORTER_OTLP_ENDPOINT`` + ``/v1/<signal>``, else the local collector's."""
+    specific = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
     if specific:
         return specific
-    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    return base.rstrip("/") + "/v1/traces" if base else DEFAULT_ENDPOINT
+    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "http://localhost:4318"
+    return base.rstrip("/") + f"/v1/{signal}"
+
+
+def endpoint_from_env() -> str:
+    return otlp_endpoint("traces")
 
 
 class OtlpHttpSpanExporter(SpanExporter):
@@ -221,7 +231,7 @@ class OtlpHttpSpanExporter(SpanExporter):
         self.timeout = float(_env("TIMEOUT", "10") or 10)
         self.gzip = (_env("COMPRESSION", "") or "").strip().lower() == "gzip"
         self.headers = {"Content-Type": "application/x-protobuf", "User-Agent": "mcpkit-otlp",
-                        **_headers(_env("HEADERS")), **({"Content-Encoding": "gzip"} if self.gzip else {})}
+                        **headers_from_env(_env("HEADERS")), **({"Content-Encoding": "gzip"} if self.gzip else {})}
         self._ssl: ssl.SSLContext | None = None
         if url.scheme == "https":
             self._ssl = ssl.create_default_context(cafile=_env("CERTIFICATE"))
@@ -300,3 +310,7 @@ class OtlpHttpSpanExporter(SpanExporter):
 
 
 __all__ = ["OtlpHttpSpanExporter", "endpoint_from_env"]
+
+
+#: the protobuf pieces the metrics exporter (metrics_otlp.py) writes its messages with
+encode_field, encode_key_value = _field, _key_value

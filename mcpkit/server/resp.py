@@ -14,7 +14,6 @@ sent on each new connection.
 
 from __future__ import annotations
 
-import errno
 import socket
 import ssl
 import urllib.parse
@@ -22,7 +21,7 @@ from typing import Any
 
 import trio
 
-from ..httpclient.sockio import READ_SIZE, PlainSocket
+from ..httpclient.sockio import READ_SIZE, PlainSocket, connect_socket
 
 #: idle connections kept for reuse (more are opened when more commands are in flight at once)
 MAX_IDLE = 16
@@ -206,15 +205,7 @@ class RespPool:
             family, kind, proto, _, addr = infos[0]
             sock = socket.socket(family, kind, proto)
         try:
-            sock.setblocking(False)
-            err = sock.connect_ex(addr)
-            if err in (errno.EINPROGRESS, errno.EAGAIN):
-                await trio.lowlevel.wait_writable(sock)
-                err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-            if err:
-                raise OSError(err, errno.errorcode.get(err, str(err)))
-            if self.scheme != "unix":
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await connect_socket(sock, addr)
             if self.scheme == "rediss":
                 stream = trio.SSLStream(trio.SocketStream(trio.socket.from_stdlib_socket(sock)),
                                         ssl.create_default_context(), server_hostname=self.host)
