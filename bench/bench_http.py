@@ -56,6 +56,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_port(port: int, what: str, proc: "subprocess.Popen[bytes] | None" = None, seconds: float = 30) -> None:
+    """Wait until something listens on loopback ``port`` (``proc``, when given, must not exit first)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before listening")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on {port} within {seconds:g} s")
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
@@ -84,14 +98,7 @@ class Server:
                    "stateless-json" if kind == "sdk-stateless" else "default"]
         env = dict(os.environ, MCPKIT_LOG_LEVEL="error", MCPKIT_MAX_CONNECTIONS="4096", MCPKIT_MAX_SESSIONS="4096")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"{kind} did not start")
+        wait_port(self.port, kind)
 
     def session(self) -> str:
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import io_load
-from bench_http import free_port
+from bench_http import free_port, wait_port
 from bench_io_report import report
 from io_proc import Proc, tree_cpu, tree_memory
 
@@ -48,19 +48,6 @@ HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 SERVERS = ("mcpkit", "mcpkit-httpx", "ts-sdk", "py-sdk")
 KNOWN = (*SERVERS, "mcpkit-fifo")
-
-
-def wait_port(port: int, what: str, proc: subprocess.Popen[bytes], seconds: float = 60) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode} before listening")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{what} did not listen on {port} within {seconds:g} s")
 
 
 def _resp(*args: str | int | float) -> bytes:
@@ -106,8 +93,8 @@ def start_backends(folder: str) -> tuple[Proc, Proc]:
     redis = subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                               "--dir", folder], stdout=subprocess.DEVNULL)
     api = subprocess.Popen([sys.executable, str(HERE / "io_api.py"), str(aport)])
-    wait_port(rport, "redis-server", redis)
-    wait_port(aport, "the catalogue API", api)
+    wait_port(rport, "redis-server", redis, 60)
+    wait_port(aport, "the catalogue API", api, 60)
     seed_redis(rport)
     return Proc("redis", redis, rport), Proc("api", api, aport)
 
@@ -149,7 +136,7 @@ def start_server(kind: str, workers: int, redis: Proc, api: Proc, folder: str, s
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=sink, env=env)
     server = Proc(kind, proc, port, log)
     try:
-        wait_port(port, kind, proc)
+        wait_port(port, kind, proc, 60)
         check_server(server)
     except BaseException:
         server.stop()

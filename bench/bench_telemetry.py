@@ -29,7 +29,6 @@ import http.server
 import importlib.util
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,7 +36,7 @@ import threading
 import time
 import urllib.request
 
-from bench_http import BIN, Server, free_port, run_wrk
+from bench_http import BIN, Server, free_port, run_wrk, wait_port
 
 VARIANTS = ("off", "metrics", "otel")
 
@@ -62,14 +61,7 @@ class TelemetryServer(Server):
                        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{sink_port}", OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
                        OTEL_METRIC_EXPORT_INTERVAL="1000", OTEL_BSP_SCHEDULE_DELAY="1000", OTEL_SERVICE_NAME="bench")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"{variant} did not start")
+        wait_port(self.port, variant)
 
 
 class Sink(http.server.BaseHTTPRequestHandler):

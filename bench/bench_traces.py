@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_http import BIN, free_port, run_wrk  # noqa: E402  (the same wrk driver and /proc reading)
+from bench_http import BIN, free_port, run_wrk, wait_port  # noqa: E402  (the same wrk driver and /proc reading)
 
 HERE = Path(__file__).resolve().parent
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent / ".conformance" / "site"), os.environ.get("PYTHONPATH")]))
@@ -90,14 +90,7 @@ class Server:
         if PIN is not None:  # server and wrk on one CPU: no cross-CPU wake-ups in the CPU per call
             args = ["taskset", "-c", PIN, *args]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"{kind} did not start")
+        wait_port(self.port, kind)
 
     def stop(self) -> None:
         self.proc.terminate()
