@@ -222,13 +222,7 @@ class RespPool:
         if self.db:
             hello.append(("SELECT", self.db))
         if hello:
-            try:
-                for reply in await conn.roundtrip(encode(*hello), len(hello)):
-                    if isinstance(reply, RespError):
-                        raise reply
-            except BaseException:
-                conn.close()
-                raise
+            await _set_up(conn, hello)
         return conn
 
     async def execute(self, *commands: tuple[Any, ...]) -> list[Any]:
@@ -275,19 +269,25 @@ class RespPool:
         """A new connection subscribed to ``channel``: read its messages with ``replies()``
         (``[b"message", channel, data]`` each)."""
         conn = await self._connect()
-        try:
-            (reply,) = await conn.roundtrip(encode(("SUBSCRIBE", channel)), 1)
-            if isinstance(reply, RespError):
-                raise reply
-        except BaseException:
-            conn.close()
-            raise
+        await _set_up(conn, [("SUBSCRIBE", channel)])
         return conn
 
     def close(self) -> None:
         while self._idle:
             self._idle.pop().close()
             self._open -= 1
+
+
+async def _set_up(conn: RespConnection, commands: list[tuple[Any, ...]]) -> None:
+    """Send the commands that set a new connection up (AUTH, SELECT, SUBSCRIBE); an error reply
+    or a failure closes it and raises."""
+    try:
+        for reply in await conn.roundtrip(encode(*commands), len(commands)):
+            if isinstance(reply, RespError):
+                raise reply
+    except BaseException:
+        conn.close()
+        raise
 
 
 __all__ = ["RespError", "RespPool", "encode"]
