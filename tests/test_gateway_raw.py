@@ -79,7 +79,7 @@ def test_call_result_keeps_content_and_structured_content_as_bytes() -> None:
     assert bytes(out["content"]) == b'[ {"type":"text","text":"caf\\u00e9"} ]'  # exactly as it came
     assert bytes(out["structuredContent"]) == b'{"a": [1, 2.50, null]}'
     assert out["isError"] is False  # a bool the observers can read, not bytes (which are truthy)
-    assert out["_meta"] == {"example.com/k": [1]}  # the upstream's server info out, the rest intact
+    assert jsonrpc.to_plain(out["_meta"]) == {"example.com/k": [1]}  # the upstream's server info out, the rest intact
     assert "resultType" not in out and "ttlMs" not in out
     wire = jsonrpc.Answer(1, out).encode()
     assert msgspec.json.decode(wire)["result"] == {

@@ -172,6 +172,7 @@ def _asks(requests: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
 
 _decode_members = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _COMPLETE = msgspec.Raw(b'"complete"')
+_ABSENT = object()
 #: an upstream's result fields that belong to its era (ours are the dispatcher's to add)
 _ERA_FIELDS = frozenset({"resultType", "ttlMs", "cacheScope"})
 
@@ -318,14 +319,15 @@ def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
     the observers read them."""
     f = features(version)
     out = {k: v for k, v in result.items() if k not in _ERA_FIELDS}
-    if "_meta" in out:
-        meta = _plain(out["_meta"])
+    meta = out.get("_meta", _ABSENT)
+    if meta is not _ABSENT:
+        if isinstance(meta, msgspec.Raw):  # its members stay bytes; only the keys are read
+            meta = _members(meta) if bytes(memoryview(meta)[:1]) == b"{" else _plain(meta)
         if isinstance(meta, dict) and META_SERVER_INFO in meta:
             meta = {k: v for k, v in meta.items() if k != META_SERVER_INFO}
             if not meta:
                 del out["_meta"]
-                meta = None
-        if meta is not None:
+        if meta or "_meta" in out:
             out["_meta"] = meta
     content = out.get("content")
     if isinstance(content, msgspec.Raw) and (not (f.resource_links and f.audio) or bytes(memoryview(content)[:1]) != b"["):
@@ -335,7 +337,8 @@ def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
     out["content"] = content
     if not f.structured_output:
         out.pop("structuredContent", None)
-    out["isError"] = _plain(out["isError"]) if "isError" in out else False
+    is_error = out.get("isError", False)
+    out["isError"] = _plain(is_error) if isinstance(is_error, msgspec.Raw) else is_error
     return out
 
 
