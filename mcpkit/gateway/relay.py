@@ -173,6 +173,7 @@ def _asks(requests: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
 _decode_members = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _COMPLETE = msgspec.Raw(b'"complete"')
 _ABSENT = object()
+_OPEN_OBJECT, _OPEN_LIST = ord("{"), ord("[")  # a Raw value's first byte (no whitespace before it)
 #: an upstream's result fields that belong to its era (ours are the dispatcher's to add)
 _ERA_FIELDS = frozenset({"resultType", "ttlMs", "cacheScope"})
 
@@ -322,7 +323,7 @@ def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
     meta = out.get("_meta", _ABSENT)
     if meta is not _ABSENT:
         if isinstance(meta, msgspec.Raw):  # its members stay bytes; only the keys are read
-            meta = _members(meta) if bytes(memoryview(meta)[:1]) == b"{" else _plain(meta)
+            meta = _members(meta) if memoryview(meta)[0] == _OPEN_OBJECT else _plain(meta)
         if isinstance(meta, dict) and META_SERVER_INFO in meta:
             meta = {k: v for k, v in meta.items() if k != META_SERVER_INFO}
             if not meta:
@@ -330,7 +331,7 @@ def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
         if meta or "_meta" in out:
             out["_meta"] = meta
     content = out.get("content")
-    if isinstance(content, msgspec.Raw) and (not (f.resource_links and f.audio) or bytes(memoryview(content)[:1]) != b"["):
+    if isinstance(content, msgspec.Raw) and (not (f.resource_links and f.audio) or memoryview(content)[0] != _OPEN_LIST):
         content = _plain(content)  # blocks the revision cannot carry, or not a list
     if not isinstance(content, msgspec.Raw):
         content = content_for(content, version) if isinstance(content, list) else []
