@@ -315,9 +315,9 @@ def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
     """An upstream's CallToolResult as the downstream revision carries it (the era's own
     fields are the dispatcher's to add). Members may still be the upstream's bytes
     (``msgspec.Raw``, from ``forward(raw=True)``): ``content`` and ``structuredContent`` stay
-    so unless the downstream revision needs them changed, and go out as they came; ``_meta``
-    (the upstream's server info taken out) and ``isError`` are decoded, as the dispatcher and
-    the observers read them."""
+    so unless the downstream revision needs them changed, and go out as they came; ``_meta`` is
+    split into its members (the upstream's server info taken out, the dispatcher adds ours) and
+    ``isError`` decoded (the observers read it; bytes would always be true)."""
     f = features(version)
     out = {k: v for k, v in result.items() if k not in _ERA_FIELDS}
     meta = out.get("_meta", _ABSENT)
