@@ -9,6 +9,10 @@ requests, keep-alive connections), measured in alternating rounds:
   * gateway-http    mcpkit's gateway, an upstream `mcpkit serve --transport http --plugin hello`
   * fastmcp-stdio   FastMCP's proxy (create_proxy) in front of the same stdio upstream
   * fastmcp-http    FastMCP's proxy in front of the same HTTP upstream
+With ``--before DIR`` (a folder holding another mcpkit package, e.g. ``git archive main mcpkit |
+tar -x -C DIR``), each of the chosen mcpkit servers runs a second time as ``KIND@before`` with
+that package first on PYTHONPATH (the gateway and its stdio upstream both), in the same
+alternating rounds: a before/after comparison in one run.
 Figures (medians over the rounds): requests/s, CPU per call of the front process (the gateway
 or proxy, from /proc; the upstream's own CPU is not counted), p50 and p99 latency; the gateway's
 added CPU per call (gateway CPU minus direct CPU) and the ratios against FastMCP.
@@ -74,7 +78,8 @@ class Front:
     stop = Server.stop
 
 
-def start_all(tmp: Path, kinds: tuple[str, ...], protocol: str = "auto") -> tuple[dict[str, Front], list[Front]]:
+def start_all(tmp: Path, kinds: tuple[str, ...], protocol: str = "auto",
+              before: str | None = None) -> tuple[dict[str, Front], list[Front]]:
     up_port = free_port()
     upstream = Front("upstream-http", [str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", str(up_port),
                                        "--plugin", "hello"], up_port)
@@ -85,7 +90,9 @@ def start_all(tmp: Path, kinds: tuple[str, ...], protocol: str = "auto") -> tupl
     http_cfg.write_text(f'[upstreams.hello_up]\nurl = "{up_url}"\nprefix = ""\nprotocol = "{protocol}"\n')
     fpy = fastmcp_python() if any(k.startswith("fastmcp") for k in kinds) else ""
     fronts: dict[str, Front] = {}
-    for kind in kinds:
+    old_env = {"PYTHONPATH": os.pathsep.join(filter(None, [before, os.environ.get("PYTHONPATH")]))} if before else None
+    for name in kinds:
+        kind, _, tag = name.partition("@")
         port = free_port()
         serve = [str(BIN / "mcpkit"), "serve", "--transport", "http", "--port", str(port)]
         argv = {
@@ -95,7 +102,7 @@ def start_all(tmp: Path, kinds: tuple[str, ...], protocol: str = "auto") -> tupl
             "fastmcp-stdio": [fpy, str(HERE / "fastmcp_proxy.py"), str(port), "stdio", *HELLO_STDIO],
             "fastmcp-http": [fpy, str(HERE / "fastmcp_proxy.py"), str(port), "http", up_url],
         }[kind]
-        fronts[kind] = Front(kind, argv, port)
+        fronts[name] = Front(name, argv, port, old_env if tag == "before" else None)
     return fronts, [upstream]
 
 
@@ -112,13 +119,17 @@ def main() -> None:
     ap.add_argument("--conns", type=int, default=8)
     ap.add_argument("--upstream-protocol", default="auto", help="the gateway's protocol setting for its upstreams")
     ap.add_argument("--only", default=",".join(KINDS), help="the servers to run, comma-separated (default: all)")
+    ap.add_argument("--before", help="also run the chosen mcpkit servers on the mcpkit package in this folder "
+                                     "(`git archive REV mcpkit | tar -x -C DIR`), as KIND@before")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("bench_gateway needs wrk (Debian package wrk; `make bench-http` installs it)")
     kinds = tuple(k for k in KINDS if k in args.only.split(","))
+    if args.before:
+        kinds += tuple(f"{k}@before" for k in kinds if not k.startswith("fastmcp"))
     results: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
     with tempfile.TemporaryDirectory() as tmp:
-        fronts, others = start_all(Path(tmp), kinds, args.upstream_protocol)
+        fronts, others = start_all(Path(tmp), kinds, args.upstream_protocol, args.before)
         try:
             for kind in kinds:  # warm-up (FastMCP connects its upstream on first use)
                 run_wrk(fronts[kind], CALL_HEADERS, CALL_BODY, args.conns, 1)
@@ -147,10 +158,13 @@ def report(results: dict[str, list[dict[str, float]]], args: argparse.Namespace)
         g, f, d = med[f"gateway-{via}"], med[f"fastmcp-{via}"], med["direct"]
         print(f"{via} upstream: gateway adds {g['cpu_us'] - d['cpu_us']:.0f} µs CPU per call over direct; "
               f"{g['rps'] / f['rps']:.1f}x FastMCP's calls/s at {g['cpu_us'] / f['cpu_us']:.2f}x its CPU per call")
-    if not {"gateway-stdio", "direct"} <= set(results):
-        return
-    per_round = [r["cpu_us"] - d["cpu_us"] for r, d in zip(results["gateway-stdio"], results["direct"])]
-    print("added CPU per call over stdio, per round (µs): " + " ".join(f"{v:.0f}" for v in per_round))
+    for tag in ("", "@before"):
+        gw, direct = f"gateway-stdio{tag}", f"direct{tag}"
+        if not {gw, direct} <= set(results):
+            continue
+        per_round = [r["cpu_us"] - d["cpu_us"] for r, d in zip(results[gw], results[direct])]
+        print(f"added CPU per call over stdio{tag}: {med[gw]['cpu_us'] - med[direct]['cpu_us']:.0f} µs "
+              f"(medians); per round: " + " ".join(f"{v:.0f}" for v in per_round))
 
 
 if __name__ == "__main__":

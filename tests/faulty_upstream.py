@@ -6,7 +6,9 @@ MODE: ``ok`` (well behaved), ``exit`` (exits with code 3 before reading anything
 (answers everything with a line that is not JSON), ``hang`` (answers the handshake and lists,
 never a tools/call), ``oversize`` (answers tools/call with a 2 MiB line), ``flood`` (sends 50,000
 log messages before answering tools/call). Tools: ``pid`` (the process id), ``sleep``
-(``seconds``), ``echo`` (``text``).
+(``seconds``), ``echo`` (``text``), ``rich`` (a result with structuredContent, isError, _meta
+and content the older revisions cannot carry, written with unusual spacing and escapes),
+``refuse`` (a JSON-RPC error with data).
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ TOOLS = [
     {"name": "echo", "description": "Echo the text.", "annotations": {"readOnlyHint": True},
      "_meta": {"example.com/owner": "tests"},
      "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+    {"name": "rich", "description": "A result with everything.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "refuse", "description": "Answers an error.", "inputSchema": {"type": "object", "properties": {}}},
 ]
+#: the rich tool's result line, as written (spacing and escapes kept on purpose)
+RICH = ('{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"type": "text", "text": "caf\\u00e9 \\"q\\""},'
+        ' {"type": "resource_link", "uri": "file:///r.txt", "name": "r"}], "structuredContent": {"n": 1.5, "l": [true, null]},'
+        ' "isError": true, "_meta": {"example.com/trace": "abc", "io.modelcontextprotocol/serverInfo": {"name": "x"}},'
+        ' "example.com/extra": {"kept": 1}}}')
 
 
 def send(msg: dict) -> None:
@@ -71,6 +80,13 @@ def main() -> None:
             if MODE == "flood":
                 for i in range(50_000):
                     send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": f"flood {i}"}})
+            if name == "rich":
+                sys.stdout.write(RICH % json.dumps(rid) + "\n")
+                sys.stdout.flush()
+                continue
+            if name == "refuse":
+                send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "no, thanks", "data": {"why": "test"}}})
+                continue
             if name == "pid":
                 text = str(os.getpid())
             elif name == "sleep":

@@ -14,9 +14,20 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgspec
 import trio
 
 from .errors import RequestTimeout, RpcError
+
+
+
+class _Outcome(msgspec.Struct):
+    """A result's isError alone, read from its bytes (other members are skipped)."""
+
+    isError: Any = False
+
+
+_outcome = msgspec.json.Decoder(_Outcome).decode
 
 #: methods whose params.name goes into the span name, and the attribute that holds it
 _NAMED = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
@@ -84,6 +95,11 @@ class ClientSpan:
         return self
 
     def result(self, result: Any) -> None:
+        if isinstance(result, msgspec.Raw):  # kept as the server's bytes (a gateway's call)
+            try:
+                result = {"isError": _outcome(result).isError}
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return
         if isinstance(result, dict) and result.get("isError"):
             self._error("tool_error", None, None)
 

@@ -10,7 +10,7 @@ import itertools
 import logging
 import sys
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Union
 
 import msgspec
@@ -76,11 +76,36 @@ class Handlers:
     bad_message: Callable[[McpError], Any] | None = None
 
 
-@dataclass(slots=True)
 class _Slot:
-    done: trio.Event = field(default_factory=trio.Event)
-    result: Any = None
-    error: McpError | None = None
+    """One request waiting for its answer: the task that waits is woken directly (no Event,
+    no parking lot: a forwarded call pays for one wake-up and nothing around it)."""
+
+    __slots__ = ("result", "error", "raw", "finished", "_task")
+
+    def __init__(self, raw: bool = False) -> None:
+        self.result: Any = None
+        self.error: McpError | None = None
+        #: keep the result as the server's bytes (msgspec.Raw), undecoded
+        self.raw = raw
+        self.finished = False
+        self._task: Any = None
+
+    def finish(self) -> None:
+        self.finished = True
+        task, self._task = self._task, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
+
+    async def wait(self) -> None:
+        if self.finished:
+            await trio.lowlevel.checkpoint()
+            return
+        self._task = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(self._abort)
+
+    def _abort(self, _: Any) -> Any:
+        self._task = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 class Session:
@@ -149,12 +174,13 @@ class Session:
 
     async def request(self, method: str, params: dict[str, Any] | None = None, *,
                       timeout: float | None | object = ..., progress: Callback | None = None,
-                      cancel_on_timeout: bool = True) -> Any:
+                      cancel_on_timeout: bool = True, raw: bool = False) -> Any:
         """Send a request and wait for its result; JSON-RPC errors raise :class:`RpcError`s.
 
         ``timeout`` defaults to the session's; ``None`` waits for ever. On timeout or when the
         caller is cancelled, the server is told (``notifications/cancelled``, or the request's
-        stream is closed on stateless HTTP).
+        stream is closed on stateless HTTP). ``raw``: the result as the server's bytes
+        (``msgspec.Raw``, valid JSON, not decoded), for a caller that passes it on (a gateway).
         """
         if self._closed is not None:
             raise self._closed
@@ -178,28 +204,30 @@ class Session:
         rid = self._ids()
         traced = client_span(self, method, params, rid) if _OTEL in sys.modules else None
         if traced is None:
-            return await self._exchange(rid, method, params, headers, stateless_http, timeout, token, progress, cancel_on_timeout)
+            return await self._exchange(rid, method, params, headers, stateless_http, timeout, token, progress,
+                                        cancel_on_timeout, raw)
         with traced:  # a CLIENT span, its context in params._meta
-            result = await self._exchange(rid, method, params, headers, stateless_http, timeout, token, progress, cancel_on_timeout)
+            result = await self._exchange(rid, method, params, headers, stateless_http, timeout, token, progress,
+                                          cancel_on_timeout, raw)
             traced.result(result)
             return result
 
     async def _exchange(self, rid: RequestId, method: str, params: dict[str, Any], headers: dict[str, str] | None,
                         stateless_http: bool, timeout: float | None | object, token: Any, progress: Callback | None,
-                        cancel_on_timeout: bool) -> Any:
+                        cancel_on_timeout: bool, raw: bool = False) -> Any:
         """Send one request and wait for its answer (see :meth:`request`)."""
-        slot = self._pending[rid] = _Slot()
+        slot = self._pending[rid] = _Slot(raw)
         wait = self.request_timeout if timeout is ... else timeout
         try:
             try:
                 await self.transport.send(jsonrpc.encode_request(rid, method, params or msgspec.UNSET),
                                           request_id=rid, headers=headers, stateless=stateless_http)
                 if wait is None:  # no scope of its own: the caller's scope is the deadline (a gateway)
-                    await slot.done.wait()
+                    await slot.wait()
                     timed_out = False
                 else:
                     with trio.move_on_after(float(wait)) as scope:  # type: ignore[arg-type]
-                        await slot.done.wait()
+                        await slot.wait()
                     timed_out = scope.cancelled_caught
             except trio.Cancelled:
                 with trio.CancelScope(shield=True):
@@ -269,9 +297,9 @@ class Session:
     def _on_failure(self, failure: Failure) -> None:
         if failure.request_id is not None:
             slot = self._pending.get(failure.request_id)
-            if slot is not None and not slot.done.is_set():
+            if slot is not None and not slot.finished:
                 slot.error = failure.error
-                slot.done.set()
+                slot.finish()
             return
         if isinstance(failure.error, BadResponse):
             if self._seen_valid:
@@ -284,26 +312,28 @@ class Session:
             failure.error.message += f", after sending garbage ({self._garbage.message})"
         self._closed = failure.error if isinstance(failure.error, ConnectionClosed) else self._closed
         for slot in self._pending.values():
-            if not slot.done.is_set():
+            if not slot.finished:
                 slot.error = failure.error
-                slot.done.set()
+                slot.finish()
         for listener in self._listeners:
             listener.close()
 
     def _on_response(self, msg: Message) -> None:
         slot = self._pending.get(msg.id)  # type: ignore[arg-type]
-        if slot is None or slot.done.is_set():
+        if slot is None or slot.finished:
             log.debug("dropping an answer to unknown or finished request %r", msg.id)
             return
         if msg.error is not msgspec.UNSET:
             data = None if msg.error.data is msgspec.UNSET else msg.error.data
             slot.error = from_rpc(msg.error.code, msg.error.message, data)
+        elif slot.raw:  # valid JSON already (the frame was parsed to split it)
+            slot.result = msg.result if msg.result is not msgspec.UNSET else msgspec.Raw(b"null")
         else:
             try:
                 slot.result = msgspec.json.decode(msg.result) if msg.result is not msgspec.UNSET else None
             except msgspec.DecodeError:
                 slot.error = BadResponse("the result is not valid JSON")
-        slot.done.set()
+        slot.finish()
 
     def _on_notification(self, msg: Message) -> None:
         try:

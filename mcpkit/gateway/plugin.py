@@ -165,8 +165,11 @@ class UpstreamPlugin:
         link, calls = self.link, self.calls
 
         async def call(arguments: dict[str, Any], ctx: Context) -> ToolResult:
+            # the result goes out as the upstream's bytes, unless a middleware may look inside
+            app = self.app
+            raw = app is not None and not app.middleware.for_method("tools/call")
             try:
-                result = await forward(link, calls, "tools/call", {"name": upstream_name, "arguments": arguments}, ctx)
+                result = await forward(link, calls, "tools/call", {"name": upstream_name, "arguments": arguments}, ctx, raw)
             except (Unavailable, McpError) as exc:
                 return ToolResult(raw={"content": [{"type": "text", "text": failure_text(link, exc)}], "isError": True})
             except trio.Cancelled:

@@ -110,10 +110,16 @@ class Calls:
             raise RpcError(str(exc), jsonrpc.INTERNAL_ERROR) from None
 
 
-async def forward(link: Link, calls: Calls, method: str, params: dict[str, Any], ctx: Context | None) -> dict[str, Any]:
+async def forward(link: Link, calls: Calls, method: str, params: dict[str, Any], ctx: Context | None,
+                  raw: bool = False) -> dict[str, Any]:
     """Send ``method`` upstream for the call ``ctx`` serves and return the upstream's result,
     after as many rounds of input as it asks for. Raises ProtocolError for the upstream's
-    JSON-RPC errors, :class:`Unavailable` when there is no session, McpError for the rest."""
+    JSON-RPC errors, :class:`Unavailable` when there is no session, McpError for the rest.
+
+    ``raw``: a final result comes back as its top-level members, each still the upstream's
+    bytes (``msgspec.Raw``), for a caller that passes them on without looking inside
+    (:func:`call_result`); a result that asks for input or made a task is decoded and
+    followed as always."""
     state = ctx.request_state if ctx is not None and isinstance(ctx.request_state, dict) else {}
     upstream_state = state.get("u") if isinstance(state.get("u"), str) else None
     responses: dict[str, Any] | None = None
@@ -126,7 +132,15 @@ async def forward(link: Link, calls: Calls, method: str, params: dict[str, Any],
             sent["inputResponses"] = responses
         if upstream_state is not None:
             sent["requestState"] = upstream_state
-        result = await _request(link, calls, method, sent, ctx)
+        result = await _request(link, calls, method, sent, ctx, raw)
+        if isinstance(result, msgspec.Raw):
+            top = _members(result)
+            if top is None:
+                raise ProtocolError(jsonrpc.INTERNAL_ERROR, f"upstream {link.settings.name} answered {method} with a non-object")
+            kind_raw = top.get("resultType")
+            if kind_raw is None or kind_raw == _COMPLETE:
+                return top
+            result = msgspec.json.decode(result)  # input or a task: looked at below
         kind = result.get("resultType") if isinstance(result, dict) else None
         if kind == "input_required" and ctx is not None:
             requests = result.get("inputRequests") if isinstance(result.get("inputRequests"), dict) else {}
@@ -156,7 +170,28 @@ def _asks(requests: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     return out
 
 
-async def _request(link: Link, calls: Calls, method: str, params: dict[str, Any], ctx: Context | None) -> Any:
+_decode_members = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_COMPLETE = msgspec.Raw(b'"complete"')
+_ABSENT = object()
+_OPEN_OBJECT, _OPEN_LIST = ord("{"), ord("[")  # a Raw value's first byte (no whitespace before it)
+#: an upstream's result fields that belong to its era (ours are the dispatcher's to add)
+_ERA_FIELDS = frozenset({"resultType", "ttlMs", "cacheScope"})
+
+
+def _members(raw: msgspec.Raw) -> dict[str, msgspec.Raw] | None:
+    """A JSON object's members, their values undecoded; None for anything but an object."""
+    try:
+        return _decode_members(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+
+
+def _plain(value: Any) -> Any:
+    return msgspec.json.decode(value) if isinstance(value, msgspec.Raw) else value
+
+
+async def _request(link: Link, calls: Calls, method: str, params: dict[str, Any], ctx: Context | None,
+                   raw: bool = False) -> Any:
     client = link.client
     if client is None or client.session is None:
         raise link.unavailable()
@@ -177,7 +212,7 @@ async def _request(link: Link, calls: Calls, method: str, params: dict[str, Any]
         if parked:
             assert ctx is not None
             return await _parked_request(calls, session, method, params, ctx)
-        result = await session.request(method, params, timeout=None, progress=progress)
+        result = await session.request(method, params, timeout=None, progress=progress, raw=raw)
         if progress is None and ctx is not None and (ctx.log_level is not None or not ctx.stateless):
             await session.drain()  # log messages sent before the answer reach the caller before it
         return result
@@ -278,19 +313,38 @@ async def _follow_task(link: Link, calls: Calls, task_id: str, created: dict[str
 
 def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
     """An upstream's CallToolResult as the downstream revision carries it (the era's own
-    fields are the dispatcher's to add)."""
+    fields are the dispatcher's to add). Members may still be the upstream's bytes
+    (``msgspec.Raw``, from ``forward(raw=True)``): ``content`` and ``structuredContent`` stay
+    so unless the downstream revision needs them changed, and go out as they came; ``_meta`` is
+    split into its members (the upstream's server info taken out, the dispatcher adds ours) and
+    ``isError`` decoded (the observers read it; bytes would always be true)."""
     f = features(version)
-    out = _without_era_fields(result) if ("resultType" in result or "_meta" in result or "ttlMs" in result) else dict(result)
+    out = {k: v for k, v in result.items() if k not in _ERA_FIELDS}
+    meta = out.get("_meta", _ABSENT)
+    if meta is not _ABSENT:
+        if isinstance(meta, msgspec.Raw):  # its members stay bytes; only the keys are read
+            meta = _members(meta) if memoryview(meta)[0] == _OPEN_OBJECT else _plain(meta)
+        if isinstance(meta, dict) and META_SERVER_INFO in meta:
+            meta = {k: v for k, v in meta.items() if k != META_SERVER_INFO}
+            if not meta:
+                del out["_meta"]
+        if meta or "_meta" in out:
+            out["_meta"] = meta
     content = out.get("content")
-    out["content"] = content_for(content, version) if isinstance(content, list) else []
+    if isinstance(content, msgspec.Raw) and (not (f.resource_links and f.audio) or memoryview(content)[0] != _OPEN_LIST):
+        content = _plain(content)  # blocks the revision cannot carry, or not a list
+    if not isinstance(content, msgspec.Raw):
+        content = content_for(content, version) if isinstance(content, list) else []
+    out["content"] = content
     if not f.structured_output:
         out.pop("structuredContent", None)
-    out.setdefault("isError", False)
+    is_error = out.get("isError", False)
+    out["isError"] = _plain(is_error) if isinstance(is_error, msgspec.Raw) else is_error
     return out
 
 
 def _without_era_fields(result: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in result.items() if k not in ("resultType", "ttlMs", "cacheScope")}
+    out = {k: v for k, v in result.items() if k not in _ERA_FIELDS}
     meta = out.get("_meta")
     if isinstance(meta, dict) and META_SERVER_INFO in meta:
         meta = {k: v for k, v in meta.items() if k != META_SERVER_INFO}

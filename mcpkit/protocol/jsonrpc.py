@@ -283,6 +283,12 @@ class Answer:
         return f"Answer({self.id!r}, error={self.error!r})" if self.error is not None else f"Answer({self.id!r}, result)"
 
 
+def to_plain(value: Any) -> Any:
+    """A result as plain dicts, lists and scalars, as a client would decode it: structs, and
+    parts kept as the bytes they came as (``msgspec.Raw``, a gateway's upstream result), too."""
+    return msgspec.json.decode(_encoder.encode(value))
+
+
 def decode_params(raw: msgspec.Raw | msgspec.UnsetType, type_: type[Any]) -> Any:
     """Decode a request's params into ``type_``; bad params become INVALID_PARAMS."""
     data = b"{}" if raw is msgspec.UNSET else raw

@@ -14,6 +14,7 @@ from ...protocol.framing import LineSplitter, Oversized
 from ...protocol.jsonrpc import RequestId
 from ..errors import BadResponse, ConnectionClosed, ConnectionFailed
 from . import Deliver, Failure, deliver_frame
+from ._pipe import PipeClosed, PipeReader, PipeWriter
 
 log = logging.getLogger("mcpkit.client")
 _MAX_LINE = 64 * 1024 * 1024
@@ -36,7 +37,8 @@ class StdioTransport:
         self.max_line = max_line
         self.protocol_version: str | None = None
         self._proc: trio.Process | None = None
-        self._lock = trio.Lock()
+        self._writer: PipeWriter | None = None
+        self._reader: PipeReader | None = None
         self._closing = False
 
     def describe(self) -> dict[str, Any]:
@@ -50,14 +52,19 @@ class StdioTransport:
                 stderr=self.stderr, env=env, cwd=self.cwd)
         except OSError as exc:
             raise ConnectionFailed(f"could not start {self.argv[0]!r}: {exc.strerror or exc}") from None
+        assert self._proc.stdin is not None
+        assert self._proc.stdout is not None
+        self._writer = PipeWriter(self._proc.stdin.fileno())
+        self._reader = PipeReader(self._proc.stdout.fileno())
         nursery.start_soon(self._read, deliver)
 
     async def _read(self, deliver: Deliver) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
+        assert self._proc is not None and self._reader is not None
         lines = LineSplitter(self.max_line)
+        pipe = self._reader
         try:
             while True:
-                chunk = await self._proc.stdout.receive_some(1 << 16)
+                chunk = await pipe.read()
                 if not chunk:
                     break
                 for line in lines.feed(chunk):
@@ -66,7 +73,7 @@ class StdioTransport:
                                                           f"limit of {self.max_line}")))
                     else:
                         deliver_frame(line, deliver)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
+        except (PipeClosed, trio.ClosedResourceError, trio.BrokenResourceError):
             pass
         if self._closing:
             return
@@ -75,20 +82,14 @@ class StdioTransport:
 
     async def send(self, frame: bytes, *, request_id: RequestId | None = None,
                    headers: dict[str, str] | None = None, stateless: bool = False) -> None:
-        proc = self._proc
-        if proc is None or proc.stdin is None:
+        """One write per frame (the line with its newline); no pass through the scheduler
+        when the pipe takes it at once."""
+        writer = self._writer
+        if writer is None or self._closing:
             raise ConnectionClosed("the server process is not running")
         try:
-            if self._lock.locked() or self._lock.statistics().tasks_waiting:
-                async with self._lock:  # another send is writing: one frame at a time
-                    await proc.stdin.send_all(frame + b"\n")
-            else:
-                self._lock.acquire_nowait()  # the common case: nobody else is sending
-                try:
-                    await proc.stdin.send_all(frame + b"\n")
-                finally:
-                    self._lock.release()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            await writer.write(frame + b"\n")
+        except (PipeClosed, trio.BrokenResourceError, trio.ClosedResourceError):
             raise ConnectionClosed("the server process closed its input") from None
 
     def abort(self, request_id: RequestId) -> bool:
@@ -101,6 +102,8 @@ class StdioTransport:
         self._closing = True
         with trio.CancelScope(shield=True):
             if proc.stdin is not None:
+                if self._writer is not None:
+                    self._writer.close()
                 with trio.move_on_after(1):
                     await proc.stdin.aclose()
             with trio.move_on_after(self.close_grace):
@@ -113,4 +116,6 @@ class StdioTransport:
                 proc.kill()
                 await proc.wait()
             if proc.stdout is not None:
+                if self._reader is not None:
+                    self._reader.closed = True
                 await proc.stdout.aclose()

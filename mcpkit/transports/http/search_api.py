@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from ...protocol import jsonrpc
 from ...protocol.connection import RequestReceived
 from ...protocol.versions import features
 from ...server.app import App
@@ -141,7 +142,7 @@ class SearchApi:
                               headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{needed}"'})
         if error is not None:
             raise SearchError(503, "SEARCH_ERROR", "the search failed; try again", retry_after=1)
-        result = msgspec.to_builtins(answer.result)
+        result = jsonrpc.to_plain(answer.result)
         if result.get("isError"):
             text = " ".join(c.get("text", "") for c in result.get("content", []))
             log.warning("search tool %s reported: %s", self.tool_name, text)

@@ -120,5 +120,5 @@ async def call_tool(app: App, streamable: Any, tool: str, arguments: dict[str, A
     elif answer.error is not None:
         out["error"] = msgspec.to_builtins(answer.error)
     else:
-        out["result"] = msgspec.to_builtins(answer.result)
+        out["result"] = jsonrpc.to_plain(answer.result)
     return out
