@@ -8,7 +8,7 @@ never a tools/call), ``oversize`` (answers tools/call with a 2 MiB line), ``floo
 log messages before answering tools/call). Tools: ``pid`` (the process id), ``sleep``
 (``seconds``), ``echo`` (``text``), ``rich`` (a result with structuredContent, isError, _meta
 and content the older revisions cannot carry, written with unusual spacing and escapes),
-``refuse`` (a JSON-RPC error with data).
+``refuse`` (a JSON-RPC error with data), ``badmeta`` (a result whose ``_meta`` is a list).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ TOOLS = [
      "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
     {"name": "rich", "description": "A result with everything.", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "refuse", "description": "Answers an error.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "badmeta", "description": "A result whose _meta is not an object.", "inputSchema": {"type": "object", "properties": {}}},
 ]
 #: the rich tool's result line, as written (spacing and escapes kept on purpose)
 RICH = ('{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"type": "text", "text": "caf\\u00e9 \\"q\\""},'
@@ -83,6 +84,9 @@ def main() -> None:
             if name == "rich":
                 sys.stdout.write(RICH % json.dumps(rid) + "\n")
                 sys.stdout.flush()
+                continue
+            if name == "badmeta":
+                answer(rid, {"content": [{"type": "text", "text": "odd"}], "_meta": ["not", "an", "object"]})
                 continue
             if name == "refuse":
                 send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "no, thanks", "data": {"why": "test"}}})

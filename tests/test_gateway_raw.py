@@ -39,6 +39,9 @@ async def test_rich_result_error_answer_and_oversize_through_the_gateway(tmp_pat
         # the upstream's server info is not ours to pass on: ours replaces it (stateless era)
         assert meta.get("io.modelcontextprotocol/serverInfo", {}).get("name") != "x"
         assert (era == "stateless") == ("io.modelcontextprotocol/serverInfo" in meta)
+        odd = await client.call_tool("up_badmeta", {})  # a _meta the schema forbids: dropped, the rest served
+        assert odd.text == "odd" and not odd.is_error
+        assert not isinstance(odd.raw.get("_meta", {}), list)
         with pytest.raises(RpcError) as refused:
             await client.call_tool("up_refuse", {})
         assert refused.value.rpc_code == -32602 and refused.value.message == "no, thanks"

@@ -316,7 +316,7 @@ def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
     fields are the dispatcher's to add). Members may still be the upstream's bytes
     (``msgspec.Raw``, from ``forward(raw=True)``): ``content`` and ``structuredContent`` stay
     so unless the downstream revision needs them changed, and go out as they came; ``_meta`` is
-    split into its members (the upstream's server info taken out, the dispatcher adds ours) and
+    split into its members (the upstream's server info taken out, the dispatcher adds ours; one that is not an object, which the schema forbids, dropped) and
     ``isError`` decoded (the observers read it; bytes would always be true)."""
     f = features(version)
     out = {k: v for k, v in result.items() if k not in _ERA_FIELDS}
@@ -324,11 +324,13 @@ def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
     if meta is not _ABSENT:
         if isinstance(meta, msgspec.Raw):  # its members stay bytes; only the keys are read
             meta = _members(meta) if memoryview(meta)[0] == _OPEN_OBJECT else _plain(meta)
-        if isinstance(meta, dict) and META_SERVER_INFO in meta:
+        if not isinstance(meta, dict):  # the schema allows only an object: not passed on
+            del out["_meta"]
+        elif META_SERVER_INFO in meta:
             meta = {k: v for k, v in meta.items() if k != META_SERVER_INFO}
             if not meta:
                 del out["_meta"]
-        if meta or "_meta" in out:
+        if "_meta" in out:
             out["_meta"] = meta
     content = out.get("content")
     if isinstance(content, msgspec.Raw) and (not (f.resource_links and f.audio) or memoryview(content)[0] != _OPEN_LIST):
@@ -346,7 +348,9 @@ def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
 def _without_era_fields(result: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in result.items() if k not in _ERA_FIELDS}
     meta = out.get("_meta")
-    if isinstance(meta, dict) and META_SERVER_INFO in meta:
+    if meta is not None and not isinstance(meta, dict):  # the schema allows only an object
+        del out["_meta"]
+    elif isinstance(meta, dict) and META_SERVER_INFO in meta:
         meta = {k: v for k, v in meta.items() if k != META_SERVER_INFO}
         if meta:
             out["_meta"] = meta
