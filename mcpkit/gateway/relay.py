@@ -316,8 +316,9 @@ def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
     fields are the dispatcher's to add). Members may still be the upstream's bytes
     (``msgspec.Raw``, from ``forward(raw=True)``): ``content`` and ``structuredContent`` stay
     so unless the downstream revision needs them changed, and go out as they came; ``_meta`` is
-    split into its members (the upstream's server info taken out, the dispatcher adds ours; one that is not an object, which the schema forbids, dropped) and
-    ``isError`` decoded (the observers read it; bytes would always be true)."""
+    split into its members (the upstream's server info taken out, the dispatcher adds ours; one
+    that is not an object, which the schema forbids, is dropped) and ``isError`` decoded (the
+    observers read it; bytes would always be true)."""
     f = features(version)
     out = {k: v for k, v in result.items() if k not in _ERA_FIELDS}
     meta = out.get("_meta", _ABSENT)
