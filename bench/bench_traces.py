@@ -122,9 +122,12 @@ def micro(calls: int, rounds: int) -> None:
 
         from opentelemetry.sdk.trace import TracerProvider
 
-        provider, _ = tracer_provider("bench-micro")
+        from mcpkit.server.lean_trace import Discard, LeanTracerProvider
+
+        provider, _ = tracer_provider("bench-micro")  # mcpkit's lean provider, exporting with mcpkit's OTLP exporter
         obs = TracingObserver(provider)
-        bare = TracingObserver(TracerProvider())  # spans made and ended, no processor: nothing exported
+        sdk = TracingObserver(TracerProvider())  # the SDK's spans, no processor: what the lean span replaced
+        bare = TracingObserver(LeanTracerProvider(provider.resource, Discard()))  # lean spans, nothing exported
         answer = Answer(1, {"content": [], "isError": False})
 
         def off(n: int) -> None:
@@ -146,7 +149,13 @@ def micro(calls: int, rounds: int) -> None:
                 with bare.request(rec):
                     rec.finish(answer)
 
-        modes = {"off": off, "span only": unexported, "traces": traced}
+        def sdk_spans(n: int) -> None:
+            for i in range(n):
+                rec = RequestRecord("tools/call", i, "http", None, "2026-07-28", "greet", META, HEADERS, "bench")
+                with sdk.request(rec):
+                    rec.finish(answer)
+
+        modes = {"off": off, "sdk span": sdk_spans, "lean span": unexported, "traces": traced}
         res: dict[str, list[float]] = {name: [] for name in modes}
         traced(2000)
         for r in range(rounds):
