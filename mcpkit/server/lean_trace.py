@@ -169,6 +169,7 @@ class Scope:
     """The instrumentation scope of a tracer (what the OTLP encoder reads)."""
 
     __slots__ = ("name", "version", "schema_url")
+    attributes = None  # a tracer's scope attributes are not exported (mcpkit's encoder writes name and version)
 
     def __init__(self, name: str, version: str | None, schema_url: str | None) -> None:
         self.name, self.version, self.schema_url = name, version, schema_url
@@ -176,6 +177,7 @@ class Scope:
 
 class Event:
     __slots__ = ("name", "timestamp", "attributes")
+    dropped_attributes = 0  # an event's attributes are checked, not limited
 
     def __init__(self, name: str, timestamp: int, attributes: dict[str, Any]) -> None:
         self.name, self.timestamp, self.attributes = name, timestamp, attributes
@@ -400,13 +402,19 @@ class BatchExport:
         return out
 
     def _run(self) -> None:
+        """Full batches as they fill; what is left only when the delay passes, at a flush or at
+        the end: never a post per few spans (each post costs the serving thread GIL hand-offs)."""
         while True:
-            self._wake.wait(self.delay)
+            timed_out = not self._wake.wait(self.delay)
             self._wake.clear()
             with self._flushed:
                 asked = self._flush_asked
-            while self._queue:
+            queue = self._queue
+            while len(queue) >= self.batch:
                 self._export(self._take())
+            if timed_out or asked > self._flush_done or self._stop:
+                for _ in range(len(queue) // self.batch + 1):
+                    self._export(self._take())
             with self._flushed:
                 self._flush_done = asked
                 self._flushed.notify_all()
