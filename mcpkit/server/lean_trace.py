@@ -194,7 +194,7 @@ class LeanSpan(trace.Span):
                  start_time: int | None) -> None:
         self.name, self.context, self.parent, self.kind = name, context, parent, kind
         self.attributes: dict[str, Any] = {}
-        self.events: list[Event] = []
+        self.events: tuple[()] | list[Event] = ()  # a list at the first event: one object less a span
         self.links: tuple[Link, ...] | list[Link] = ()
         self.status = _UNSET
         self.start_time = start_time or time.time_ns()
@@ -228,7 +228,9 @@ class LeanSpan(trace.Span):
         attrs: dict[str, Any] = {}
         for k, v in (attributes or {}).items():
             _put(self, attrs, k, v)
-        self.events.append(Event(name, timestamp or time.time_ns(), attrs))
+        if not self.events:
+            self.events = []
+        self.events.append(Event(name, timestamp or time.time_ns(), attrs))  # type: ignore[union-attr]
 
     def add_link(self, context: SpanContext, attributes: Any = None) -> None:
         if self.end_time is not None or not context.is_valid:

@@ -37,6 +37,8 @@ _VALUES_PER_KEY = 64
 _F64 = struct.Struct("<Q").pack
 _D64 = struct.Struct("<d").pack
 _F32 = struct.Struct("<I").pack
+#: Span.start_time_unix_nano (field 7) and end_time_unix_nano (8), fixed64 both, in one pack
+_TIMES = struct.Struct("<BQBQ").pack
 #: Span.kind (field 6): the API's kinds are the proto's minus one
 _KIND = {k: b"\x30" + bytes((k.value + 1,)) for k in SpanKind}
 _CODE = {c: c.value for c in StatusCode}
@@ -91,6 +93,8 @@ class _Encoder:
         self._kv: dict[bytes, dict[str, dict[str, bytes]]] = {}
         #: by (id(resource), id(scope)): their encoded fields, and the objects (held, so the ids stay theirs)
         self._heads: dict[tuple[int, int], tuple[bytes, bytes, Any, Any]] = {}
+        #: by (span name, kind): the encoded name and kind fields (names repeat: method and tool)
+        self._names: dict[tuple[str, Any], bytes] = {}
 
     def attributes(self, tag: bytes, attrs: Any) -> bytes:
         """Each attribute as a repeated KeyValue field ``tag``."""
@@ -141,8 +145,13 @@ class _Encoder:
             parts += (b"\x22\x08", parent.span_id.to_bytes(8, "big"))
             if parent.is_remote:
                 flags |= 0x200
-        parts += (_field(b"\x2a", s.name.encode()), _KIND[s.kind],
-                  b"\x39", _F64(s.start_time or 0), b"\x41", _F64(s.end_time or 0))
+        named = self._names.get((s.name, s.kind))
+        if named is None:
+            named = _field(b"\x2a", s.name.encode()) + _KIND[s.kind]
+            if len(self._names) >= _CACHE_MAX:
+                self._names.clear()
+            self._names[(s.name, s.kind)] = named
+        parts += (named, _TIMES(0x39, s.start_time or 0, 0x41, s.end_time or 0))
         # the attributes' plain dict where the SDK keeps one (the public property wraps it in a
         # read-only proxy over a mapping class: iterating that costs more than encoding)
         parts.append(self.attributes(b"\x4a", getattr(s, "_attributes", None) or s.attributes))
