@@ -242,3 +242,43 @@ def test_batches_reach_an_otlp_endpoint_and_a_full_queue_drops(monkeypatch: pyte
     stuck.go.set()
     batcher.shutdown()
     assert stuck.got == ["a0", "a1", "a2", "b0", "b1", "b2", "b3"]
+
+
+@pytest.mark.parametrize("exporters, lean", [("otlp", True), ("none", True), ("otlp,none", True), ("console", False),
+                                             ("otlp,console", False), ("otlp_proto_http", False)])
+def test_mcpkit_makes_the_lean_provider_for_its_own_exporter_or_none(monkeypatch: pytest.MonkeyPatch, exporters: str,
+                                                                     lean: bool) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from mcpkit.server.tracing import new_provider
+
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", exporters)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    made = new_provider("svc")
+    assert isinstance(made, LeanTracerProvider if lean else TracerProvider)
+    if lean:
+        assert made.resource.attributes["service.name"] == "svc"
+        assert isinstance(made.processor, Discard if exporters == "none" else BatchExport)
+
+
+def test_the_server_span_is_current_for_spans_started_inside_it() -> None:
+    """The request's SERVER span (tracing.TracingObserver) on the lean provider: a span a tool
+    starts meanwhile is its child, and the span carries the conventions' attributes."""
+    from mcpkit.protocol.jsonrpc import Answer
+    from mcpkit.server.observe import RequestRecord
+    from mcpkit.server.tracing import TracingObserver
+
+    p, kept = provider()
+    obs = TracingObserver(p)
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, under(REMOTE))
+    rec = RequestRecord("tools/call", 5, "http", None, "2026-07-28", "greet", dict(carrier), {}, "c")
+    with obs.request(rec):
+        p.get_tracer("tool").start_span("inside").end()
+        rec.finish(Answer(5, {"content": [], "isError": True}))
+    inside, server = kept.spans
+    assert server.name == "tools/call greet" and server.kind is SpanKind.SERVER and server.parent.span_id == REMOTE.span_id
+    assert inside.parent == server.context and inside.context.trace_id == REMOTE.trace_id
+    assert server.attributes["gen_ai.tool.name"] == "greet" and server.attributes["error.type"] == "tool_error"
+    assert server.attributes["jsonrpc.request.id"] == "5" and server.status.status_code is StatusCode.ERROR

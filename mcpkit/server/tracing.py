@@ -169,6 +169,13 @@ def tracer_provider(service_name: str) -> tuple[Any, bool]:
     current = trace.get_tracer_provider()
     if not isinstance(current, trace.ProxyTracerProvider):
         return current, False
+    provider = new_provider(service_name)
+    trace.set_tracer_provider(provider)  # a tool's own spans and the client library's go there too
+    return provider, True
+
+
+def new_provider(service_name: str) -> Any:
+    """A tracer provider as the ``OTEL_*`` variables say (not made the process's)."""
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
     resource = Resource.create()
@@ -188,8 +195,7 @@ def tracer_provider(service_name: str) -> tuple[Any, bool]:
         provider = TracerProvider(resource=resource)
         for exporter in _exporters(names):
             provider.add_span_processor(BatchSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)  # a tool's own spans and the client library's go there too
-    return provider, True
+    return provider
 
 
 def _exporter_names() -> list[str]:
