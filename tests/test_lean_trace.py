@@ -282,3 +282,16 @@ def test_the_server_span_is_current_for_spans_started_inside_it() -> None:
     assert inside.parent == server.context and inside.context.trace_id == REMOTE.trace_id
     assert server.attributes["gen_ai.tool.name"] == "greet" and server.attributes["error.type"] == "tool_error"
     assert server.attributes["jsonrpc.request.id"] == "5" and server.status.status_code is StatusCode.ERROR
+
+
+def test_span_contexts_are_what_the_api_would_make() -> None:
+    """The lean tracer builds its SpanContext tuples directly: they must equal the API's own."""
+    p, _ = provider()
+    tracer = p.get_tracer("t")
+    for ctx in (None, under(REMOTE)):
+        for sampler in ("always_on", "always_off"):
+            p.sampler = sampler_from_env(sampler)
+            c = tracer.start_span("s", ctx).get_span_context()
+            made = SpanContext(c.trace_id, c.span_id, c.is_remote, c.trace_flags, c.trace_state)
+            assert tuple(c) == tuple(made) and c.is_valid and not c.is_remote
+            assert c.trace_state == (REMOTE.trace_state if ctx is not None else TraceState())

@@ -33,8 +33,10 @@ import traceback
 from typing import Any, Callable, Iterator, Sequence
 
 from opentelemetry import trace
-from opentelemetry.trace import (INVALID_SPAN, Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode,
+from opentelemetry.trace import (DEFAULT_TRACE_STATE, Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode,
                                  TraceFlags, use_span)
+
+from .otlp_export import _PLAIN
 
 log = logging.getLogger("mcpkit.server")
 
@@ -43,6 +45,7 @@ _UNSET = Status(StatusCode.UNSET)
 _SCALAR = (str, bool, int, float)
 _SCALARS = frozenset(_SCALAR)
 _MASK64 = (1 << 64) - 1
+_context = tuple.__new__
 #: a sampler: (the parent's span context or None, the trace id) -> record and export?
 Sampler = Callable[[Any, int], bool]
 
@@ -273,6 +276,9 @@ class LeanSpan(trace.Span):
         return f"LeanSpan({self.name!r}, trace_id={self.context.trace_id:032x}, span_id={self.context.span_id:016x})"
 
 
+_PLAIN.add(LeanSpan)  # the encoder reads its attributes dict as it is
+
+
 class LeanTracer(trace.Tracer):
     def __init__(self, provider: "LeanTracerProvider", scope: Scope) -> None:
         self.provider, self.scope = provider, scope
@@ -286,13 +292,16 @@ class LeanTracer(trace.Tracer):
         getrandbits = random.getrandbits
         if parent is None:
             trace_id = getrandbits(128) or 1
-            state = None
+            state = DEFAULT_TRACE_STATE
         else:
             trace_id, state = parent.trace_id, parent.trace_state
         provider = self.provider
+        # SpanContext's own __new__ checks ids these are by construction: its tuple made directly
+        # (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid)
         if not provider.sampler(parent, trace_id):
-            return NonRecordingSpan(SpanContext(trace_id, getrandbits(64) or 1, False, _UNSAMPLED, state))
-        span = LeanSpan(name, SpanContext(trace_id, getrandbits(64) or 1, False, _SAMPLED, state), parent, kind, self, start_time)
+            return NonRecordingSpan(_context(SpanContext, (trace_id, getrandbits(64) or 1, False, _UNSAMPLED, state, True)))
+        ctx = _context(SpanContext, (trace_id, getrandbits(64) or 1, False, _SAMPLED, state, True))
+        span = LeanSpan(name, ctx, parent, kind, self, start_time)
         if attributes:
             span.attributes = _attributes(span, attributes)
         if links:
