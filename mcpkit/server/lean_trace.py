@@ -442,8 +442,11 @@ class BatchExport:
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Export what is queued now; wait at most ``timeout_millis``."""
-        if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
-            while self._queue:  # no thread here (nothing ended yet, or after shutdown): do it inline
+        if self._pid and self._pid != os.getpid():  # a forked process: what is queued is the parent's to export
+            self._queue = collections.deque()
+            return True
+        if self._thread is None or not self._thread.is_alive():
+            while self._queue:  # no thread (nothing ended yet, or after shutdown): done here
                 self._export(self._take())
             return True
         deadline = time.monotonic() + timeout_millis / 1000
