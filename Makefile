@@ -104,7 +104,8 @@ bench-http: install fixtures
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_http.py
 
-# What telemetry costs on the stateless tools/call path: off, --metrics, and --metrics plus OTLP.
+# What telemetry costs on the stateless tools/call path: off, --metrics, --metrics plus OTLP, and --traces
+# (more with --variants, e.g. off,traces,traces-none,traces-ratio10; --micro 20000 for the span path alone).
 bench-telemetry: install fixtures
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_telemetry.py

@@ -1,17 +1,25 @@
 """Telemetry benchmark: what watching the server costs on the stateless tools/call hot path.
 
-    make bench-telemetry   (or .venv/bin/python bench/bench_telemetry.py [--seconds 5] [--rounds 5] [--conns 1,8])
+    make bench-telemetry   (or .venv/bin/python bench/bench_telemetry.py [--seconds 5] [--rounds 5] [--conns 1,8]
+                            [--variants off,metrics,otel,traces,traces-none,traces-ratio10] [--baseline DIR] [--pin CPU])
+    .venv/bin/python bench/bench_telemetry.py --micro CALLS [--rounds 5]   (the span path alone, in process)
 
-Three `mcpkit serve --transport http --plugin hello` servers, started once and measured in
-alternating rounds (this VM drifts by tens of percent within minutes):
+`mcpkit serve --transport http --plugin hello` servers, one per variant, started once and
+measured in alternating rounds (this VM drifts by tens of percent within minutes):
   * main      (with --baseline DIR) the mcpkit package in DIR, telemetry off: today's server
+  * main-traces (with --baseline DIR and a traces variant) that package with --traces, exporting
+              to the sink: the traces of before, side by side
   * off       telemetry off: nothing in app.observers (what every server runs unless told)
   * metrics   --metrics: every request counted into the in-process store; /metrics scraped
               by this driver once a second meanwhile, as a Prometheus would
   * otel      --metrics --traces with OTEL_METRICS_EXPORTER=otlp and OTEL_EXPORTER_OTLP_ENDPOINT
               pointing to a small OTLP/HTTP sink in this driver: a span per request, and the
               metrics over OTLP too (every second here, OTEL_METRIC_EXPORT_INTERVAL=1000; spans
-              batched as the SDK does). Needs the otel extra.
+              batched, exported every second). Needs the otel extra, as the traces variants do.
+  * traces    --traces alone, exporting over OTLP/HTTP to the sink (default batching): the
+              server's CPU includes its exporter thread (encoding, the HTTP posts)
+  * traces-none   --traces with OTEL_TRACES_EXPORTER=none: spans made and ended, not exported
+  * traces-ratio10  --traces sampling one trace in ten (parentbased_traceidratio, 0.1)
 wrk drives keep-alive connections with the 2026-07-28 stateless greet call (bench_http's); the
 figures are medians over the rounds: requests/s, server CPU µs per call (from /proc), p50/p99,
 and each variant's CPU per call against `off` per round.
@@ -38,7 +46,9 @@ import urllib.request
 
 from bench_http import BIN, Server, free_port, run_wrk, wait_port
 
-VARIANTS = ("off", "metrics", "otel")
+VARIANTS = ("off", "metrics", "otel", "traces", "traces-none", "traces-ratio10")
+#: --pin CPU: the CPU the servers and wrk run on (None: wherever the OS puts them)
+PIN: str | None = None
 
 
 class TelemetryServer(Server):
@@ -51,7 +61,7 @@ class TelemetryServer(Server):
         env = dict(os.environ, MCPKIT_LOG_LEVEL="error", MCPKIT_MAX_CONNECTIONS="4096")
         for name in [n for n in env if n.startswith("OTEL_")]:
             del env[name]
-        if variant == "main":  # the same command on another checkout's mcpkit package (today's, before telemetry)
+        if variant.startswith("main"):  # the same command on another checkout's mcpkit package
             env["PYTHONPATH"] = os.pathsep.join([baseline or "", env.get("PYTHONPATH", "")])
         if variant in ("metrics", "otel"):
             cmd.append("--metrics")
@@ -60,6 +70,14 @@ class TelemetryServer(Server):
             env.update(OTEL_METRICS_EXPORTER="otlp", OTEL_LOGS_EXPORTER="none",
                        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{sink_port}", OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
                        OTEL_METRIC_EXPORT_INTERVAL="1000", OTEL_BSP_SCHEDULE_DELAY="1000", OTEL_SERVICE_NAME="bench")
+        if variant.startswith("traces") or variant == "main-traces":
+            cmd.append("--traces")
+            env.update(OTEL_SERVICE_NAME=f"bench-{variant}", OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{sink_port}",
+                       OTEL_TRACES_EXPORTER="none" if variant == "traces-none" else "otlp")
+            if variant == "traces-ratio10":  # one trace in ten recorded and exported
+                env.update(OTEL_TRACES_SAMPLER="parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG="0.1")
+        if PIN is not None:  # server and wrk on one CPU: no cross-CPU wake-ups in the CPU per call
+            cmd = ["taskset", "-c", PIN, *cmd]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         wait_port(self.port, variant)
 
@@ -106,16 +124,29 @@ def main() -> None:
     ap.add_argument("--conns", default="1,8")
     ap.add_argument("--baseline", metavar="DIR", help="a folder holding another mcpkit package (e.g. `git archive main mcpkit`"
                     " unpacked): measured too, as `main`, telemetry off")
-    ap.add_argument("--variants", default=",".join(VARIANTS), help="which of off,metrics,otel (off is always measured)")
+    ap.add_argument("--variants", default="off,metrics,otel,traces", help=f"which of {','.join(VARIANTS)} (off is always measured)")
+    ap.add_argument("--pin", metavar="CPU", help="run the servers and wrk on this CPU (same-CPU placement)")
+    ap.add_argument("--micro", type=int, default=0, metavar="CALLS", help="only the in-process span path, CALLS per round")
     args = ap.parse_args()
+    if args.micro:
+        from bench_spans import micro
+
+        micro(args.micro, args.rounds)
+        return
+    global PIN
+    PIN = args.pin
+    if PIN is not None:
+        os.sched_setaffinity(0, {int(PIN)})  # wrk, started from here, inherits it
     if shutil.which("wrk") is None:
         sys.exit("bench_telemetry needs wrk (Debian package wrk; `make bench-telemetry` installs it)")
     variants = ["off"] + [v for v in VARIANTS if v != "off" and v in args.variants.split(",")]
-    if "otel" in variants and importlib.util.find_spec("opentelemetry.sdk") is None:
-        print("the otel extra is not installed: the otel column is left out", file=sys.stderr)
-        variants.remove("otel")
+    if importlib.util.find_spec("opentelemetry.sdk") is None:
+        print("the otel extra is not installed: otel and traces are left out", file=sys.stderr)
+        variants = [v for v in variants if v != "otel" and not v.startswith("traces")]
     if args.baseline:
         variants.insert(0, "main")
+        if any(v.startswith("traces") for v in variants):
+            variants.insert(1, "main-traces")
     conns = [int(c) for c in args.conns.split(",")]
     sink = start_sink()
     servers = {v: TelemetryServer(v, sink, args.baseline) for v in variants}
@@ -142,7 +173,7 @@ def main() -> None:
     timed = in_process()
     print(f"\nin process, µs per request: unobserved {timed['off']:.2f}, observed with metrics {timed['metrics']:.2f}: "
           f"+{timed['metrics'] - timed['off']:.2f} µs per call")
-    if "otel" in variants:
+    if any(v in ("otel", "main-traces") or v.startswith("traces") for v in variants):
         print(f"\nOTLP sink received: {dict(sorted(Sink.received.items())) or 'nothing'}")
 
 
@@ -203,16 +234,17 @@ def report(results: dict[tuple[str, int], list[dict[str, float]]], variants: lis
            args: argparse.Namespace) -> None:
     print(f"machine: {os.cpu_count()} CPUs; wrk, {args.seconds:g} s per run, {args.rounds} alternating rounds, medians;"
           " stateless tools/call (greet)")
-    print("| telemetry | conns | req/s | CPU µs/call | × off (median of per-round ratios) | per round | p50 ms | p99 ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| telemetry | conns | req/s | CPU µs/call | × off (median of per-round ratios) | per round | µs over off (median of per-round differences) | p50 ms | p99 ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in conns:
         off = results[("off", n)]
         for v in variants:
             runs = results[(v, n)]
             med = {m: statistics.median(r[m] for r in runs) for m in runs[0]}
             ratios = [r["cpu_us"] / o["cpu_us"] for r, o in zip(runs, off)]
+            diff = statistics.median(r["cpu_us"] - o["cpu_us"] for r, o in zip(runs, off))
             print(f"| {v} | {n} | {med['rps']:,.0f} | {med['cpu_us']:.1f} | {statistics.median(ratios):.3f} | "
-                  f"{' '.join(f'{x:.3f}' for x in ratios)} | {med['p50_ms']:.2f} | {med['p99_ms']:.2f} |")
+                  f"{' '.join(f'{x:.3f}' for x in ratios)} | {diff:+.1f} | {med['p50_ms']:.2f} | {med['p99_ms']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 from urllib.parse import unquote, urlsplit
 
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import DEFAULT_TRACE_STATE as _NO_STATE_API, SpanKind, StatusCode
 
 log = logging.getLogger("mcpkit.server")
 
@@ -37,9 +37,17 @@ _VALUES_PER_KEY = 64
 _F64 = struct.Struct("<Q").pack
 _D64 = struct.Struct("<d").pack
 _F32 = struct.Struct("<I").pack
+#: Span.start_time_unix_nano (field 7) and end_time_unix_nano (8), fixed64 both, in one pack
+_TIMES = struct.Struct("<BQBQ").pack
 #: Span.kind (field 6): the API's kinds are the proto's minus one
 _KIND = {k: b"\x30" + bytes((k.value + 1,)) for k in SpanKind}
 _CODE = {c: c.value for c in StatusCode}
+#: Span.flags (field 16, fixed32) for the trace flags, with bit 0x100 (the parent's remoteness is
+#: known) and 0x200 (the parent is remote) when the key has it
+_FLAGS = {f | r: _F32(0x100 | f | r) for f in range(256) for r in (0, 0x200)}
+_NO_STATE = _NO_STATE_API  # the API's empty trace state, shared by every context that has none
+#: span classes whose ``attributes`` is a plain dict (mcpkit's lean spans register theirs)
+_PLAIN: set[type] = set()
 
 
 def _varint(n: int) -> bytes:
@@ -91,6 +99,8 @@ class _Encoder:
         self._kv: dict[bytes, dict[str, dict[str, bytes]]] = {}
         #: by (id(resource), id(scope)): their encoded fields, and the objects (held, so the ids stay theirs)
         self._heads: dict[tuple[int, int], tuple[bytes, bytes, Any, Any]] = {}
+        #: by (span name, kind): the encoded name and kind fields (names repeat: method and tool)
+        self._names: dict[tuple[str, Any], bytes] = {}
 
     def attributes(self, tag: bytes, attrs: Any) -> bytes:
         """Each attribute as a repeated KeyValue field ``tag``."""
@@ -100,7 +110,8 @@ class _Encoder:
         by_key = self._kv.get(tag)
         if by_key is None or len(by_key) > _CACHE_MAX:
             by_key = self._kv[tag] = {}
-        items = getattr(attrs, "_dict", attrs)  # the SDK's BoundedAttributes holds a plain dict
+        # the SDK's BoundedAttributes holds a plain dict (a getattr that misses costs an exception)
+        items = attrs if type(attrs) is dict else getattr(attrs, "_dict", attrs)
         for k, v in items.items():
             if type(v) is not str:
                 out.append(_field(tag, _key_value(k, v)))
@@ -131,21 +142,30 @@ class _Encoder:
         return found[0], found[1]
 
     def span(self, s: Any) -> bytes:
-        c = s.context
-        parts = [b"\x0a\x10", c.trace_id.to_bytes(16, "big"), b"\x12\x08", c.span_id.to_bytes(8, "big")]
-        if c.trace_state:
-            parts.append(_field(b"\x1a", c.trace_state.to_header().encode()))
+        # a SpanContext is a tuple (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid):
+        # unpacked at once, not through its properties (a Python call each)
+        trace_id, span_id, _, trace_flags, state, _ = s.context
+        parts = [b"\x0a\x10", trace_id.to_bytes(16, "big"), b"\x12\x08", span_id.to_bytes(8, "big")]
+        if state is not _NO_STATE and state:
+            parts.append(_field(b"\x1a", state.to_header().encode()))
         parent = s.parent
-        flags = 0x100 | (int(c.trace_flags) & 0xFF)
+        flags = _FLAGS[trace_flags & 0xFF]
         if parent is not None:
-            parts += (b"\x22\x08", parent.span_id.to_bytes(8, "big"))
-            if parent.is_remote:
-                flags |= 0x200
-        parts += (_field(b"\x2a", s.name.encode()), _KIND[s.kind],
-                  b"\x39", _F64(s.start_time or 0), b"\x41", _F64(s.end_time or 0))
+            _, parent_id, remote, _, _, _ = parent
+            parts += (b"\x22\x08", parent_id.to_bytes(8, "big"))
+            if remote:
+                flags = _FLAGS[(trace_flags & 0xFF) | 0x200]
+        named = self._names.get((s.name, s.kind))
+        if named is None:
+            named = _field(b"\x2a", s.name.encode()) + _KIND[s.kind]
+            if len(self._names) >= _CACHE_MAX:
+                self._names.clear()
+            self._names[(s.name, s.kind)] = named
+        parts += (named, _TIMES(0x39, s.start_time or 0, 0x41, s.end_time or 0))
         # the attributes' plain dict where the SDK keeps one (the public property wraps it in a
         # read-only proxy over a mapping class: iterating that costs more than encoding)
-        parts.append(self.attributes(b"\x4a", getattr(s, "_attributes", None) or s.attributes))
+        attrs = s.attributes if type(s) in _PLAIN else getattr(s, "_attributes", None) or s.attributes
+        parts.append(self.attributes(b"\x4a", attrs))
         if s.dropped_attributes:
             parts += (b"\x50", _varint(s.dropped_attributes))
         events, links = s.events, s.links
@@ -166,7 +186,7 @@ class _Encoder:
                                 + b"\x18" + _varint(code)))
         else:
             parts.append(b"\x7a\x00")  # present and empty, as the reference encoder writes it
-        parts += (b"\x85\x01", _F32(flags))
+        parts += (b"\x85\x01", flags)
         return b"".join(parts)
 
     def request(self, spans: Sequence[Any]) -> bytes:

@@ -162,28 +162,48 @@ class _ServerSpan:
 # -- setting it up ---------------------------------------------------------------------------------
 def tracer_provider(service_name: str) -> tuple[Any, bool]:
     """The process's tracer provider, and whether it was made here (and is flushed here): the
-    one already set, else an SDK provider exporting as the ``OTEL_*`` variables say."""
+    one already set, else one made from the ``OTEL_*`` variables: mcpkit's lean provider
+    (:mod:`.lean_trace`) for the ``otlp`` and ``none`` exporters, the SDK's for the others."""
     from opentelemetry import trace
 
     current = trace.get_tracer_provider()
     if not isinstance(current, trace.ProxyTracerProvider):
         return current, False
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-    resource = Resource.create()
-    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({SERVICE_NAME: service_name}))
-    provider = TracerProvider(resource=resource)
-    for exporter in _exporters():
-        provider.add_span_processor(BatchSpanProcessor(exporter))
+    provider = new_provider(service_name)
     trace.set_tracer_provider(provider)  # a tool's own spans and the client library's go there too
     return provider, True
 
 
-def _exporters() -> list[Any]:
+def new_provider(service_name: str) -> Any:
+    """A tracer provider as the ``OTEL_*`` variables say (not made the process's)."""
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+
+    resource = Resource.create()
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: service_name}))
+    names = _exporter_names()
+    provider: Any
+    if set(names) <= {"otlp", "none"}:  # mcpkit's own exporter or none: mcpkit's lean spans (lean_trace.py)
+        from .lean_trace import BatchExport, Discard, LeanTracerProvider
+
+        exporters = _exporters(names)
+        provider = LeanTracerProvider(resource, BatchExport(exporters[0]) if exporters else Discard())
+    else:  # console, the package's OTLP exporter: the SDK's provider and batch processor
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        provider = TracerProvider(resource=resource)
+        for exporter in _exporters(names):
+            provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider
+
+
+def _exporter_names() -> list[str]:
     names = [n.strip().lower() for n in os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",") if n.strip()]
+    return list(dict.fromkeys(names))  # each once
+
+
+def _exporters(names: list[str]) -> list[Any]:
     out: list[Any] = []
     for name in names:
         if name == "none":

@@ -1,0 +1,471 @@
+"""A lean recording tracer on the OpenTelemetry API, used when mcpkit makes the tracer provider
+itself (no provider set by the application) and spans go to mcpkit's OTLP exporter or nowhere.
+
+The SDK's span is general: a sampler object per span, ``BoundedAttributes`` cleaning every
+value, a lock per span, a ``ReadableSpan`` copy at the end, a batch processor that wakes its
+thread per span. Here a span is a slotted object that keeps its attributes as given (only the
+value types OTLP carries are accepted; count and length limits from the standard variables),
+the sampler is a function of the parent and the trace id, and ended spans go into a bounded
+list that a background thread takes in batches and hands to
+:class:`~mcpkit.server.otlp_export.OtlpHttpSpanExporter`, which encodes them straight from these
+objects. Everything implements the OpenTelemetry API classes, so a tool's own
+``trace.get_tracer(...).start_as_current_span`` spans and the client library's CLIENT spans are
+recorded in the same trace as the request's SERVER span.
+
+Variables read: ``OTEL_TRACES_SAMPLER`` (``parentbased_always_on``, the default;
+``always_on``, ``always_off``, ``traceidratio``, ``parentbased_always_off``,
+``parentbased_traceidratio``), ``OTEL_TRACES_SAMPLER_ARG``, ``OTEL_BSP_SCHEDULE_DELAY``,
+``OTEL_BSP_MAX_QUEUE_SIZE``, ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``, ``OTEL_BSP_EXPORT_TIMEOUT``,
+``OTEL_[SPAN_]ATTRIBUTE_COUNT_LIMIT``, ``OTEL_[SPAN_]ATTRIBUTE_VALUE_LENGTH_LIMIT``,
+``OTEL_SPAN_EVENT_COUNT_LIMIT``, ``OTEL_SPAN_LINK_COUNT_LIMIT``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+import random
+import threading
+import time
+import traceback
+from typing import Any, Callable, Iterator, Sequence
+
+from opentelemetry import trace
+from opentelemetry.trace import (DEFAULT_TRACE_STATE, Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode,
+                                 TraceFlags, use_span)
+
+from .otlp_export import _PLAIN
+
+log = logging.getLogger("mcpkit.server")
+
+_SAMPLED, _UNSAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
+_UNSET = Status(StatusCode.UNSET)
+_SCALAR = (str, bool, int, float)
+_SCALARS = frozenset(_SCALAR)
+_MASK64 = (1 << 64) - 1
+_context = tuple.__new__
+#: a sampler: (the parent's span context or None, the trace id) -> record and export?
+Sampler = Callable[[Any, int], bool]
+
+
+# -- samplers --------------------------------------------------------------------------------------
+def _ratio(rate: float) -> Sampler:
+    """The SDK's TraceIdRatioBased rule: the low 64 bits of the trace id under rate * 2**64."""
+    bound = round(max(0.0, min(1.0, rate)) * (1 << 64))
+    return lambda parent, trace_id: (trace_id & _MASK64) < bound
+
+
+def _always_on(parent: Any, trace_id: int) -> bool:
+    return True
+
+
+def _always_off(parent: Any, trace_id: int) -> bool:
+    return False
+
+
+def _parent_based(root: Sampler) -> Sampler:
+    """A child follows its parent's sampled flag (remote or local); a root asks ``root``."""
+    def sample(parent: Any, trace_id: int) -> bool:
+        if parent is not None:
+            return bool(parent.trace_flags & 1)
+        return root(parent, trace_id)
+    return sample
+
+
+def sampler_from_env(name: str | None = None, arg: str | None = None) -> Sampler:
+    """The sampler ``OTEL_TRACES_SAMPLER`` / ``OTEL_TRACES_SAMPLER_ARG`` name (as the SDK reads
+    them: an unknown name is the default, a bad ratio is 1.0)."""
+    name = (name if name is not None else os.environ.get("OTEL_TRACES_SAMPLER", "")).strip().lower() or "parentbased_always_on"
+    arg = arg if arg is not None else os.environ.get("OTEL_TRACES_SAMPLER_ARG")
+    rate = 1.0
+    if "traceidratio" in name:
+        try:
+            rate = float(arg) if arg not in (None, "") else 1.0
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(rate)
+        except ValueError:
+            log.warning("OTEL_TRACES_SAMPLER_ARG=%r: a ratio between 0 and 1 is needed; sampling everything", arg)
+            rate = 1.0
+    roots = {"always_on": _always_on, "always_off": _always_off, "traceidratio": _ratio(rate)}
+    if name in roots:
+        return roots[name]
+    if name.startswith("parentbased_") and name[12:] in roots:
+        return _parent_based(roots[name[12:]])
+    log.warning("OTEL_TRACES_SAMPLER=%s is not known here; using parentbased_always_on", name)
+    return _parent_based(_always_on)
+
+
+# -- limits ---------------------------------------------------------------------------------------
+def _env_int(*names: str, default: int | None) -> int | None:
+    for n in names:
+        v = os.environ.get(n, "").strip()
+        if v:
+            try:
+                return max(0, int(v))
+            except ValueError:
+                log.warning("%s=%r is not a whole number; using %s", n, v, default)
+    return default
+
+
+class Limits:
+    """How many attributes, events and links a span keeps, and how long a string value may be."""
+
+    __slots__ = ("attributes", "length", "events", "links")
+
+    def __init__(self) -> None:
+        self.attributes = _env_int("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT", default=128) or 0
+        self.length = _env_int("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", default=None)
+        self.events = _env_int("OTEL_SPAN_EVENT_COUNT_LIMIT", default=128) or 0
+        self.links = _env_int("OTEL_SPAN_LINK_COUNT_LIMIT", default=128) or 0
+
+
+def _valid(value: Any, length: int | None) -> Any:
+    """``value`` as OTLP can carry it (truncated to ``length``), or None when it cannot."""
+    t = type(value)
+    if t in _SCALARS:
+        return value[:length] if length is not None and t is str else value
+    if isinstance(value, str):  # a subclass (a str enum …): its plain value
+        return _valid(str.__str__(value), length)
+    if isinstance(value, (int, float)):
+        return _valid(int(value) if isinstance(value, int) else float(value), length)
+    if isinstance(value, (list, tuple)):
+        kinds = {type(x) for x in value if x is not None}
+        if len(kinds) > 1 or not kinds <= _SCALARS:  # one scalar type per sequence, as OTLP arrays go
+            return None
+        if length is not None and kinds == {str}:
+            return tuple(x[:length] if x is not None else None for x in value)
+        return tuple(value)
+    return None
+
+
+def _put(span: "LeanSpan", attrs: Any, key: str, value: Any) -> None:
+    """One attribute into ``attrs`` under the span's limits."""
+    v = _valid(value, span._limits.length)
+    if v is None or not isinstance(key, str) or not key:
+        log.warning("span %r: attribute %r dropped: %s is not a value OTLP carries", span.name, key, type(value).__name__)
+        return
+    if key not in attrs and len(attrs) >= span._limits.attributes:
+        span.dropped_attributes += 1
+        return
+    attrs[key] = v
+
+
+def _attributes(span: "LeanSpan", given: Any) -> dict[str, Any]:
+    """A checked copy of ``given``; the fast path is a dict of plain scalars under the limits."""
+    limits = span._limits
+    if limits.length is None and len(given) <= limits.attributes:
+        for v in given.values():
+            if type(v) not in _SCALARS:
+                break
+        else:
+            return dict(given)
+    out: dict[str, Any] = {}
+    for k, v in given.items():
+        _put(span, out, k, v)
+    return out
+
+
+# -- spans ----------------------------------------------------------------------------------------
+class Scope:
+    """The instrumentation scope of a tracer (what the OTLP encoder reads)."""
+
+    __slots__ = ("name", "version", "schema_url")
+    attributes = None  # a tracer's scope attributes are not exported (mcpkit's encoder writes name and version)
+
+    def __init__(self, name: str, version: str | None, schema_url: str | None) -> None:
+        self.name, self.version, self.schema_url = name, version, schema_url
+
+
+class Event:
+    __slots__ = ("name", "timestamp", "attributes")
+    dropped_attributes = 0  # an event's attributes are checked, not limited
+
+    def __init__(self, name: str, timestamp: int, attributes: dict[str, Any]) -> None:
+        self.name, self.timestamp, self.attributes = name, timestamp, attributes
+
+
+class LeanSpan(trace.Span):
+    """A recording span: what OTLP needs, kept as plain fields (the encoder reads them directly)."""
+
+    __slots__ = ("name", "context", "parent", "kind", "attributes", "events", "links", "status", "start_time",
+                 "end_time", "dropped_attributes", "dropped_events", "dropped_links", "resource",
+                 "instrumentation_scope", "_limits", "_processor")
+
+    def __init__(self, name: str, context: SpanContext, parent: SpanContext | None, kind: SpanKind, tracer: "LeanTracer",
+                 start_time: int | None) -> None:
+        self.name, self.context, self.parent, self.kind = name, context, parent, kind
+        self.attributes: dict[str, Any] = {}
+        self.events: tuple[()] | list[Event] = ()  # a list at the first event: one object less a span
+        self.links: tuple[Link, ...] | list[Link] = ()
+        self.status = _UNSET
+        self.start_time = start_time or time.time_ns()
+        self.end_time: int | None = None
+        self.dropped_attributes = self.dropped_events = self.dropped_links = 0
+        provider = tracer.provider
+        self.resource, self.instrumentation_scope = provider.resource, tracer.scope
+        self._limits, self._processor = provider.limits, provider.processor
+
+    def get_span_context(self) -> SpanContext:
+        return self.context
+
+    def is_recording(self) -> bool:
+        return self.end_time is None
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        if self.end_time is None:
+            _put(self, self.attributes, key, value)
+
+    def set_attributes(self, attributes: Any) -> None:
+        if self.end_time is None:
+            for k, v in attributes.items():
+                _put(self, self.attributes, k, v)
+
+    def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
+        if self.end_time is not None:
+            return
+        if len(self.events) >= self._limits.events:
+            self.dropped_events += 1
+            return
+        attrs: dict[str, Any] = {}
+        for k, v in (attributes or {}).items():
+            _put(self, attrs, k, v)
+        if not self.events:
+            self.events = []
+        self.events.append(Event(name, timestamp or time.time_ns(), attrs))  # type: ignore[union-attr]
+
+    def add_link(self, context: SpanContext, attributes: Any = None) -> None:
+        if self.end_time is not None or not context.is_valid:
+            return
+        if len(self.links) >= self._limits.links:
+            self.dropped_links += 1
+            return
+        self.links = [*self.links, Link(context, _attributes(self, attributes) if attributes else None)]
+
+    def update_name(self, name: str) -> None:
+        if self.end_time is None:
+            self.name = name
+
+    def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
+        """As the SDK: OK is final, UNSET changes nothing, a description only with ERROR."""
+        if self.end_time is not None or self.status.status_code is StatusCode.OK:
+            return
+        if isinstance(status, StatusCode):
+            status = Status(status, description)
+        if status.status_code is not StatusCode.UNSET:
+            self.status = status
+
+    def record_exception(self, exception: BaseException, attributes: Any = None, timestamp: int | None = None,
+                         escaped: bool = False) -> None:
+        stack = "".join(traceback.format_exception(type(exception), exception, exception.__traceback__))
+        attrs = {"exception.type": type(exception).__qualname__, "exception.message": str(exception),
+                 "exception.stacktrace": stack, "exception.escaped": str(escaped)}
+        if attributes:
+            attrs.update(attributes)
+        self.add_event("exception", attrs, timestamp)
+
+    def end(self, end_time: int | None = None) -> None:
+        if self.end_time is not None:
+            log.debug("span %r ended twice", self.name)
+            return
+        self.end_time = end_time or time.time_ns()
+        self._processor.on_end(self)
+
+    def __repr__(self) -> str:
+        return f"LeanSpan({self.name!r}, trace_id={self.context.trace_id:032x}, span_id={self.context.span_id:016x})"
+
+
+_PLAIN.add(LeanSpan)  # the encoder reads its attributes dict as it is
+
+
+class LeanTracer(trace.Tracer):
+    def __init__(self, provider: "LeanTracerProvider", scope: Scope) -> None:
+        self.provider, self.scope = provider, scope
+
+    def start_span(self, name: str, context: Any = None, kind: SpanKind = SpanKind.INTERNAL, attributes: Any = None,
+                   links: Sequence[Link] | None = None, start_time: int | None = None, record_exception: bool = True,
+                   set_status_on_exception: bool = True) -> trace.Span:
+        parent: SpanContext | None = trace.get_current_span(context).get_span_context()
+        if parent is not None and not parent.is_valid:
+            parent = None
+        getrandbits = random.getrandbits
+        if parent is None:
+            trace_id = getrandbits(128) or 1
+            state = DEFAULT_TRACE_STATE
+        else:
+            trace_id, state = parent.trace_id, parent.trace_state
+        provider = self.provider
+        # SpanContext's own __new__ checks ids these are by construction: its tuple made directly
+        # (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid)
+        if not provider.sampler(parent, trace_id):
+            return NonRecordingSpan(_context(SpanContext, (trace_id, getrandbits(64) or 1, False, _UNSAMPLED, state, True)))
+        ctx = _context(SpanContext, (trace_id, getrandbits(64) or 1, False, _SAMPLED, state, True))
+        span = LeanSpan(name, ctx, parent, kind, self, start_time)
+        if attributes:
+            span.attributes = _attributes(span, attributes)
+        if links:
+            for ln in links:
+                span.add_link(ln.context, ln.attributes)
+        return span
+
+    @contextlib.contextmanager
+    def start_as_current_span(self, name: str, context: Any = None, kind: SpanKind = SpanKind.INTERNAL,
+                              attributes: Any = None, links: Sequence[Link] | None = None, start_time: int | None = None,
+                              record_exception: bool = True, set_status_on_exception: bool = True,
+                              end_on_exit: bool = True) -> Iterator[trace.Span]:
+        span = self.start_span(name, context, kind, attributes, links, start_time)
+        with use_span(span, end_on_exit=end_on_exit, record_exception=record_exception,
+                      set_status_on_exception=set_status_on_exception) as current:
+            yield current
+
+
+class LeanTracerProvider(trace.TracerProvider):
+    """Tracers whose spans go to ``processor`` (a :class:`BatchExport`, or a :class:`Discard`)."""
+
+    def __init__(self, resource: Any, processor: "BatchExport | Discard", sampler: Sampler | None = None,
+                 limits: Limits | None = None) -> None:
+        self.resource, self.processor = resource, processor
+        self.sampler = sampler or sampler_from_env()
+        self.limits = limits or Limits()
+        self._tracers: dict[tuple[str, str | None, str | None], LeanTracer] = {}
+
+    def get_tracer(self, instrumenting_module_name: str, instrumenting_library_version: str | None = None,
+                   schema_url: str | None = None, attributes: Any = None) -> trace.Tracer:
+        key = (instrumenting_module_name or "", instrumenting_library_version, schema_url)
+        tracer = self._tracers.get(key)
+        if tracer is None:
+            tracer = self._tracers[key] = LeanTracer(self, Scope(*key))
+        return tracer
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.processor.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        self.processor.shutdown()
+
+
+# -- ended spans out ------------------------------------------------------------------------------
+class Discard:
+    """``OTEL_TRACES_EXPORTER=none``: spans are made (for context and children), never kept."""
+
+    def on_end(self, span: LeanSpan) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass
+
+
+class BatchExport:
+    """Ended spans into a bounded list (``OTEL_BSP_MAX_QUEUE_SIZE``; past it they are dropped,
+    counted in ``dropped``, and logged once), exported by a background thread in batches of
+    ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` every ``OTEL_BSP_SCHEDULE_DELAY`` ms, or as soon as a
+    batch is full. Ending a span costs a list append and a length test."""
+
+    def __init__(self, exporter: Any) -> None:
+        self.exporter = exporter
+        self.max_queue = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", default=2048) or 2048
+        self.batch = min(_env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", default=512) or 512, self.max_queue)
+        self.delay = (_env_int("OTEL_BSP_SCHEDULE_DELAY", default=5000) or 5000) / 1000
+        self.dropped = 0
+        self._queue: collections.deque[LeanSpan] = collections.deque()
+        self._wake = threading.Event()
+        self._flushed = threading.Condition()
+        self._flush_asked = 0
+        self._flush_done = 0
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def on_end(self, span: LeanSpan) -> None:
+        if self._pid != self._getpid():  # the first span, or a forked worker: a thread of this process's own
+            self._start()
+        queue = self._queue
+        n = len(queue)
+        if n >= self.max_queue:
+            self.dropped += 1
+            if self.dropped == 1:
+                log.warning("traces: the span queue is full (OTEL_BSP_MAX_QUEUE_SIZE=%d): spans are dropped while it is "
+                            "(logged once; BatchExport.dropped counts them)", self.max_queue)
+            return
+        queue.append(span)  # deque.append and popleft are atomic: no lock between the two threads
+        if n + 1 == self.batch:
+            self._wake.set()
+
+    _getpid = staticmethod(os.getpid)
+
+    def _start(self) -> None:
+        self._pid = os.getpid()
+        self._queue, self._wake, self._flushed = collections.deque(), threading.Event(), threading.Condition()
+        self._flush_asked = self._flush_done = 0
+        self._thread = threading.Thread(target=self._run, name="mcpkit-spans", daemon=True)
+        self._thread.start()
+
+    def _take(self) -> list[LeanSpan]:
+        """Up to one batch from the front of the queue (the serving thread only appends)."""
+        queue, out = self._queue, []
+        pop = queue.popleft
+        for _ in range(min(len(queue), self.batch)):
+            out.append(pop())
+        return out
+
+    def _run(self) -> None:
+        """Full batches as they fill; what is left only when the delay passes, at a flush or at
+        the end: never a post per few spans (each post costs the serving thread GIL hand-offs)."""
+        while True:
+            timed_out = not self._wake.wait(self.delay)
+            self._wake.clear()
+            with self._flushed:
+                asked = self._flush_asked
+            queue = self._queue
+            while len(queue) >= self.batch:
+                self._export(self._take())
+            if timed_out or asked > self._flush_done or self._stop:
+                for _ in range(len(queue) // self.batch + 1):
+                    self._export(self._take())
+            with self._flushed:
+                self._flush_done = asked
+                self._flushed.notify_all()
+            if self._stop:
+                return
+
+    def _export(self, spans: list[LeanSpan]) -> None:
+        if not spans:
+            return
+        try:
+            self.exporter.export(spans)
+        except Exception:  # the exporter logs its own failures; anything else must not stop the thread
+            log.exception("exporting %d spans failed", len(spans))
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Export what is queued now; wait at most ``timeout_millis``."""
+        if self._pid and self._pid != os.getpid():  # a forked process: what is queued is the parent's to export
+            self._queue = collections.deque()
+            return True
+        if self._thread is None or not self._thread.is_alive():
+            while self._queue:  # no thread (nothing ended yet, or after shutdown): done here
+                self._export(self._take())
+            return True
+        deadline = time.monotonic() + timeout_millis / 1000
+        with self._flushed:
+            self._flush_asked += 1
+            ticket = self._flush_asked
+            self._wake.set()
+            while self._flush_done < ticket:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._flushed.wait(left)
+        return True
+
+    def shutdown(self) -> None:
+        self.force_flush()
+        self._stop = True
+        self._wake.set()
+        self.exporter.shutdown()
+
+
+__all__ = ["BatchExport", "Discard", "LeanSpan", "LeanTracer", "LeanTracerProvider", "Limits", "sampler_from_env"]

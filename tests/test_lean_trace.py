@@ -1,0 +1,297 @@
+"""mcpkit's lean tracer (mcpkit/server/lean_trace.py), directly: ids, samplers and parent-based
+decisions, attribute checks and limits, the OpenTelemetry API behaviour a tool's own spans rely
+on (current span, children, exceptions), the bounded queue and its drops, and the OTLP bytes of
+lean spans parsed back with the OpenTelemetry protobuf definitions and posted to a real
+OTLP/HTTP endpoint. The end-to-end server tests are in test_traces.py."""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra (make install adds it)")
+
+from opentelemetry import context, propagate, trace  # noqa: E402
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
+from opentelemetry.sdk.resources import Resource  # noqa: E402
+from opentelemetry.sdk.trace.sampling import TraceIdRatioBased  # noqa: E402
+from opentelemetry.trace import (Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags,  # noqa: E402
+                                 TraceState)
+
+from mcpkit.server.lean_trace import (BatchExport, Discard, LeanSpan, LeanTracerProvider, Limits,  # noqa: E402
+                                      sampler_from_env)
+from mcpkit.server.otlp_export import OtlpHttpSpanExporter, _Encoder  # noqa: E402
+
+from .otlp_receiver import OtlpReceiver  # noqa: E402
+
+RESOURCE = Resource.create({"service.name": "lean", "n": 3})
+REMOTE = SpanContext(0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, is_remote=True, trace_flags=TraceFlags(1),
+                     trace_state=TraceState([("rojo", "00f067aa0ba902b7")]))
+
+
+class Kept(Discard):
+    """Keeps the ended spans (the processor end of the provider; what is tested is the span)."""
+
+    def __init__(self) -> None:
+        self.spans: list[LeanSpan] = []
+
+    def on_end(self, span: LeanSpan) -> None:
+        self.spans.append(span)
+
+
+def provider(sampler: str = "parentbased_always_on", arg: str | None = None, **kw: Any) -> tuple[LeanTracerProvider, Kept]:
+    kept = Kept()
+    return LeanTracerProvider(RESOURCE, kept, sampler_from_env(sampler, arg), **kw), kept
+
+
+def under(parent: SpanContext) -> Any:
+    return trace.set_span_in_context(NonRecordingSpan(parent))
+
+
+def test_ids_are_random_and_children_continue_the_trace() -> None:
+    p, kept = provider()
+    tracer = p.get_tracer("t", "1")
+    assert p.get_tracer("t", "1") is tracer and p.get_tracer("other") is not tracer
+    roots = [tracer.start_span(f"r{i}") for i in range(500)]
+    trace_ids = {s.get_span_context().trace_id for s in roots}
+    span_ids = {s.get_span_context().span_id for s in roots}
+    assert len(trace_ids) == 500 and len(span_ids) == 500
+    assert all(0 < t < 2**128 for t in trace_ids) and all(0 < s < 2**64 for s in span_ids)
+    assert max(trace_ids) >= 2**120 and max(span_ids) >= 2**56  # the high bits are used too
+    assert all(s.parent is None and s.get_span_context().trace_flags.sampled for s in roots)
+    with tracer.start_as_current_span("outer", kind=SpanKind.SERVER) as outer:
+        assert trace.get_current_span() is outer
+        with tracer.start_as_current_span("child") as child:
+            assert trace.get_current_span() is child
+    assert trace.get_current_span() is not outer
+    assert child.parent == outer.get_span_context() and child.context.trace_id == outer.context.trace_id
+    assert [s.name for s in kept.spans[-2:]] == ["child", "outer"] and not child.is_recording()
+    remote = tracer.start_span("continued", under(REMOTE))
+    assert remote.context.trace_id == REMOTE.trace_id and remote.parent is REMOTE and remote.context.trace_state == REMOTE.trace_state
+
+
+def test_samplers_as_the_variables_name_them() -> None:
+    ids = [random.getrandbits(128) for _ in range(2000)]
+    ratio, sdk = sampler_from_env("traceidratio", "0.1"), TraceIdRatioBased(0.1)
+    decisions = [ratio(None, t) for t in ids]
+    assert decisions == [sdk.should_sample(None, t, "n").decision.is_sampled() for t in ids]  # the SDK's rule, id for id
+    assert 100 < sum(decisions) < 300
+    assert not any(sampler_from_env("traceidratio", "0")(None, t) for t in ids)
+    assert all(sampler_from_env("traceidratio", "oops")(None, t) for t in ids)  # a bad ratio samples everything
+    assert all(sampler_from_env("always_on")(None, t) for t in ids[:10])
+    assert not any(sampler_from_env("always_off")(None, t) for t in ids[:10])
+    unsampled = SpanContext(REMOTE.trace_id, REMOTE.span_id, True, TraceFlags(0))
+    for name in ("parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio", "no_such_sampler"):
+        s = sampler_from_env(name, "0")
+        assert s(REMOTE, 5) is True and s(unsampled, 5) is False, name  # a parent's decision is kept
+    assert sampler_from_env("parentbased_always_off")(None, 5) is False
+    assert sampler_from_env("parentbased_traceidratio", "0")(None, ids[1]) is False
+    assert sampler_from_env("no_such_sampler")(None, 5) is True  # the default: parentbased_always_on
+
+
+def test_an_unsampled_span_records_nothing_but_carries_the_context() -> None:
+    p, kept = provider("parentbased_traceidratio", "0")
+    tracer = p.get_tracer("t")
+    root = tracer.start_span("dropped")
+    ctx = root.get_span_context()
+    assert not root.is_recording() and ctx.is_valid and not ctx.trace_flags.sampled
+    child = tracer.start_span("child", trace.set_span_in_context(root))
+    assert child.get_span_context().trace_id == ctx.trace_id and not child.is_recording()
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, trace.set_span_in_context(root))
+    assert carrier["traceparent"].endswith("-00") and f"{ctx.trace_id:032x}" in carrier["traceparent"]
+    sampled = tracer.start_span("followed", under(REMOTE))  # the caller sampled: so does this one
+    root.end(), child.end(), sampled.end()
+    assert [s.name for s in kept.spans] == ["followed"]
+
+
+def test_attributes_are_checked_and_limited(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "4")
+    monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "3")
+    monkeypatch.setenv("OTEL_SPAN_EVENT_COUNT_LIMIT", "2")
+    monkeypatch.setenv("OTEL_SPAN_LINK_COUNT_LIMIT", "1")
+    p, _ = provider(limits=Limits())
+    span = p.get_tracer("t").start_span("s", attributes={"s": "abcdef", "i": 7, "f": 0.5, "b": True},
+                                        links=[Link(REMOTE), Link(REMOTE, {"k": "v"})])
+    assert span.attributes == {"s": "abc", "i": 7, "f": 0.5, "b": True}
+    span.set_attribute("over", 1)  # a fifth key: dropped and counted
+    span.set_attribute("i", 8)  # a key it has: replaced
+    span.set_attribute("bad", {"a": 1})  # not a value OTLP's attributes carry: dropped
+    span.set_attributes({"mixed": [1, "a"]})
+    assert span.attributes["i"] == 8 and "over" not in span.attributes and span.dropped_attributes == 1
+    assert len(span.links) == 1 and span.dropped_links == 1
+    for i in range(3):
+        span.add_event(f"e{i}", {"long": ["abcdef", None], "n": i})
+    assert [e.name for e in span.events] == ["e0", "e1"] and span.dropped_events == 1
+    assert span.events[0].attributes == {"long": ("abc", None), "n": 0}
+    monkeypatch.delenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+    p2, _ = provider(limits=Limits())
+    given = {"s": "abcdef", "seq": ("x", "y"), "n": 1}
+    plain = p2.get_tracer("t").start_span("plain", attributes=given)
+    assert plain.attributes == given and plain.attributes is not given  # kept as given, a copy
+
+
+def test_status_exceptions_and_end_follow_the_api() -> None:
+    p, kept = provider()
+    tracer = p.get_tracer("t")
+    with pytest.raises(KeyError):
+        with tracer.start_as_current_span("fails"):
+            raise KeyError("nope")
+    failed = kept.spans[-1]
+    assert failed.status.status_code is StatusCode.ERROR and "KeyError" in (failed.status.description or "")
+    event = failed.events[0]
+    assert event.name == "exception" and event.attributes["exception.type"] == "KeyError"
+    assert "raise KeyError" in event.attributes["exception.stacktrace"]
+    span = tracer.start_span("s")
+    span.set_status(StatusCode.UNSET)
+    assert span.status.status_code is StatusCode.UNSET
+    span.set_status(Status(StatusCode.OK))
+    span.set_status(StatusCode.ERROR, "too late")  # OK is final
+    assert span.status.status_code is StatusCode.OK
+    span.update_name("renamed")
+    span.end(123)
+    span.end(456)  # a second end changes nothing and is not exported twice
+    span.set_attribute("after", 1)
+    assert span.end_time == 123 and span.name == "renamed" and "after" not in span.attributes
+    assert [s.name for s in kept.spans].count("renamed") == 1
+
+
+def lean_batch() -> list[LeanSpan]:
+    p, kept = provider()
+    server, other = p.get_tracer("mcpkit", "0.1.0"), p.get_tracer("plugin.scope")
+    token = context.attach(under(REMOTE))
+    try:
+        with server.start_as_current_span("tools/call work", kind=SpanKind.SERVER, links=[Link(REMOTE, {"why": "http"})],
+                                          attributes={"mcp.method.name": "tools/call", "jsonrpc.request.id": "7",
+                                                      "flag": True, "count": -42, "big": 2**62, "ratio": 0.25,
+                                                      "names": ("a", "b"), "ints": [1, 2, 3], "empty": ""}) as s:
+            s.add_event("started", {"at": 1, "what": "x"})
+            with other.start_as_current_span("inner") as inner:
+                inner.set_status(Status(StatusCode.ERROR, "broken on purpose"))
+                inner.record_exception(ValueError("boom"))
+            for kind in (SpanKind.CLIENT, SpanKind.PRODUCER, SpanKind.CONSUMER, SpanKind.INTERNAL):
+                server.start_span(f"k{kind.value}", kind=kind).end()
+    finally:
+        context.detach(token)
+    return kept.spans
+
+
+def test_lean_spans_encode_as_the_reference_encoder_writes_them() -> None:
+    batch = lean_batch()
+    ours = ExportTraceServiceRequest()
+    ours.ParseFromString(_Encoder().request(batch))
+    reference = ExportTraceServiceRequest()
+    reference.ParseFromString(encode_spans(batch).SerializeToString())  # the package encoder reads the same fields
+    for msg in (ours, reference):  # what the reference leaves out: the trace flags' low bits, a link's trace state
+        for ss in msg.resource_spans[0].scope_spans:
+            for sp in ss.spans:
+                sp.flags &= ~0xFF
+                for ln in sp.links:
+                    ln.trace_state = ""
+    assert ours == reference, f"{ours}\n---\n{reference}"
+    work = next(sp for ss in ours.resource_spans[0].scope_spans for sp in ss.spans if sp.name == "tools/call work")
+    assert work.trace_id.hex() == f"{REMOTE.trace_id:032x}" and work.parent_span_id.hex() == f"{REMOTE.span_id:016x}"
+    assert {ss.scope.name for ss in ours.resource_spans[0].scope_spans} == {"mcpkit", "plugin.scope"}
+
+
+def test_batches_reach_an_otlp_endpoint_and_a_full_queue_drops(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")  # only a full batch or a flush exports
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "3")
+    with OtlpReceiver() as otlp:
+        batcher = BatchExport(OtlpHttpSpanExporter(f"{otlp.endpoint}/v1/traces"))
+        p = LeanTracerProvider(RESOURCE, batcher)
+        tracer = p.get_tracer("t")
+        for i in range(3):
+            tracer.start_span(f"s{i}").end()
+        otlp.wait_for(lambda: len(otlp.spans) == 3, timeout=10)  # a full batch wakes the thread
+        tracer.start_span("last").end()
+        assert p.force_flush(5000)
+        assert [s.name for s in otlp.spans] == ["s0", "s1", "s2", "last"] and otlp.posts == ["/v1/traces"] * 2
+        assert {s.service for s in otlp.spans} == {"lean"}
+
+    class Stuck:
+        """An exporter that does not come back until told: the queue fills behind it."""
+
+        def __init__(self) -> None:
+            self.go, self.got = threading.Event(), []
+
+        def export(self, spans: list[LeanSpan]) -> None:
+            self.go.wait(10)
+            self.got += [s.name for s in spans]
+
+        def shutdown(self) -> None:
+            pass
+
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")
+    stuck = Stuck()
+    batcher = BatchExport(stuck)
+    tracer = LeanTracerProvider(RESOURCE, batcher).get_tracer("t")
+    for i in range(3):  # a full batch: the thread takes it and sticks in export
+        tracer.start_span(f"a{i}").end()
+    for _ in range(200):
+        if not batcher._queue:
+            break
+        threading.Event().wait(0.01)
+    for i in range(6):  # 4 fit in the queue, 2 are dropped
+        tracer.start_span(f"b{i}").end()
+    assert batcher.dropped == 2
+    stuck.go.set()
+    batcher.shutdown()
+    assert stuck.got == ["a0", "a1", "a2", "b0", "b1", "b2", "b3"]
+
+
+@pytest.mark.parametrize("exporters, lean", [("otlp", True), ("none", True), ("otlp,none", True), ("console", False),
+                                             ("otlp,console", False), ("otlp_proto_http", False)])
+def test_mcpkit_makes_the_lean_provider_for_its_own_exporter_or_none(monkeypatch: pytest.MonkeyPatch, exporters: str,
+                                                                     lean: bool) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from mcpkit.server.tracing import new_provider
+
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", exporters)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    made = new_provider("svc")
+    assert isinstance(made, LeanTracerProvider if lean else TracerProvider)
+    if lean:
+        assert made.resource.attributes["service.name"] == "svc"
+        assert isinstance(made.processor, Discard if exporters == "none" else BatchExport)
+
+
+def test_the_server_span_is_current_for_spans_started_inside_it() -> None:
+    """The request's SERVER span (tracing.TracingObserver) on the lean provider: a span a tool
+    starts meanwhile is its child, and the span carries the conventions' attributes."""
+    from mcpkit.protocol.jsonrpc import Answer
+    from mcpkit.server.observe import RequestRecord
+    from mcpkit.server.tracing import TracingObserver
+
+    p, kept = provider()
+    obs = TracingObserver(p)
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, under(REMOTE))
+    rec = RequestRecord("tools/call", 5, "http", None, "2026-07-28", "greet", dict(carrier), {}, "c")
+    with obs.request(rec):
+        p.get_tracer("tool").start_span("inside").end()
+        rec.finish(Answer(5, {"content": [], "isError": True}))
+    inside, server = kept.spans
+    assert server.name == "tools/call greet" and server.kind is SpanKind.SERVER and server.parent.span_id == REMOTE.span_id
+    assert inside.parent == server.context and inside.context.trace_id == REMOTE.trace_id
+    assert server.attributes["gen_ai.tool.name"] == "greet" and server.attributes["error.type"] == "tool_error"
+    assert server.attributes["jsonrpc.request.id"] == "5" and server.status.status_code is StatusCode.ERROR
+
+
+def test_span_contexts_are_what_the_api_would_make() -> None:
+    """The lean tracer builds its SpanContext tuples directly: they must equal the API's own."""
+    p, _ = provider()
+    tracer = p.get_tracer("t")
+    for ctx in (None, under(REMOTE)):
+        for sampler in ("always_on", "always_off"):
+            p.sampler = sampler_from_env(sampler)
+            c = tracer.start_span("s", ctx).get_span_context()
+            made = SpanContext(c.trace_id, c.span_id, c.is_remote, c.trace_flags, c.trace_state)
+            assert tuple(c) == tuple(made) and c.is_valid and not c.is_remote
+            assert c.trace_state == (REMOTE.trace_state if ctx is not None else TraceState())
