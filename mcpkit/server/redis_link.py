@@ -8,10 +8,10 @@ refusing the command (an error reply: OOM under ``maxmemory``, READONLY on a rep
 when it cannot save, ...); clients get the same 503 for both and never Redis's own text.
 
 A request's commands share one deadline (:meth:`RedisLink.request_budget`): a request waits
-for Redis at most ``timeout`` in all, however many commands it runs. A bus (one pub/sub
-channel) carries what processes tell each other; the subscriber reconnects by itself, and what
-it misses while Redis is away is made good by polling where it matters (event streams, task
-signals, sessions that Redis lost).
+for Redis at most ``timeout`` in all, however many commands it runs. A bus (a pub/sub channel
+per process, read by the other processes) carries what they tell each other; the subscriber
+reconnects by itself, and what it misses while Redis is away is made good by polling where
+it matters (event streams, task signals, sessions that Redis lost).
 """
 
 from __future__ import annotations
