@@ -1,7 +1,7 @@
 """What a session per call costs the server, against one stateless call, in one run.
 
     make bench-session   (or .venv/bin/python bench/bench_session_cost.py [--seconds 4] [--rounds 3]
-                          [--conns 4] [--states memory,redis] [--json FILE])
+                          [--conns 4] [--states memory,redis] [--redis-unix] [--json FILE])
 
 Kinds of work, measured side by side in alternating rounds on the same server:
   * stateless   one 2026-07-28 POST of ``tools/call`` (greet, the hello plugin) with its ``_meta``
@@ -52,12 +52,15 @@ SESSION_CALL = msgspec.json.encode({"jsonrpc": "2.0", "id": 2, "method": "tools/
 
 
 class Redis:
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, unix: bool = False) -> None:
+        """On a loopback TCP port; with ``unix``, reached through a Unix socket instead."""
         self.port = free_port()
+        sock = os.path.join(folder, "redis.sock")
         self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--dir", folder], stdout=subprocess.DEVNULL)
+                                      "--appendonly", "no", "--dir", folder, *(["--unixsocket", sock] if unix else [])],
+                                     stdout=subprocess.DEVNULL)
         time.sleep(0.5)
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.url = f"unix://{sock}?db=0" if unix else f"redis://127.0.0.1:{self.port}/0"
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -163,6 +166,7 @@ def main() -> None:
     ap.add_argument("--kinds", default="stateless,lifecycle,open-close,bare",
                     help="stateless, lifecycle, open-close (initialize + DELETE), bare (4 exchanges refused at once)")
     ap.add_argument("--json", help="write the raw figures here")
+    ap.add_argument("--redis-unix", action="store_true", help="reach redis-server through a Unix socket, not TCP")
     ap.add_argument("--before", help="also serve the mcpkit package in this folder (e.g. `git archive REV mcpkit | "
                                      "tar -x -C DIR`), as states memory@before and redis@before")
     args = ap.parse_args()
@@ -170,7 +174,7 @@ def main() -> None:
     if "redis" in states and not shutil.which("redis-server"):
         sys.exit("redis-server is not installed (make test-tools)")
     folder = tempfile.mkdtemp(prefix="bench-session-")
-    redis = Redis(folder) if "redis" in states else None
+    redis = Redis(folder, args.redis_unix) if "redis" in states else None
     servers = {s: StateServer(s, redis if s == "redis" else None) for s in states}
     if args.before:
         for s in list(states):
@@ -193,7 +197,7 @@ def main() -> None:
             redis.stop()
         shutil.rmtree(folder, ignore_errors=True)
     print(f"\n{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; {args.rounds} rounds of {args.seconds:g} s, "
-          f"{args.conns} connections; server CPU µs per unit, medians, × a stateless call (per-round ratios)\n")
+          f"{args.conns} connections{', Redis on a Unix socket' if args.redis_unix else ''}; server CPU µs per unit, medians, × a stateless call (per-round ratios)\n")
     print("| state | " + " | ".join(kinds) + " | Redis CPU µs per unit |")
     print("|---|" + "---|" * len(kinds) + "---|")
     med = lambda rows, k: statistics.median(x[k] for x in rows)  # noqa: E731

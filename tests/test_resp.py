@@ -1,6 +1,7 @@
 """The scale-out link's lean Redis client (mcpkit/server/resp.py) against a real redis-server:
 replies of every RESP kind, error replies in their place, transactions, a password and a
-database from the URL, the bus, and a restarted Redis whose old connections are not reused."""
+database from the URL, the bus, and a restarted Redis whose old connections are not reused.
+Auto-pipelining (issue 27) is in tests/test_resp_pipelining.py."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_replies_errors_and_transactions(redis: RedisServer) -> None:
         assert replies[7] == b"PONG"  # the connection goes on after an error reply
         tx = await pool.execute(("MULTI",), ("INCR", "n"), ("ZADD", "z", 1.5, "m"), ("EXEC",))
         assert tx == [b"OK", b"QUEUED", b"QUEUED", [42, 1]]
-        assert len(pool._idle) == 1  # one connection served all of it
+        assert pool.connections == 1  # one connection served all of it
         pool.close()
 
     trio.run(main)
@@ -85,27 +86,5 @@ def test_the_bus_and_a_restarted_redis(redis: RedisServer) -> None:
         redis.start()
         assert await pool.execute(("PING",)) == [b"PONG"]  # not through a dead connection
         pool.close()
-
-    trio.run(main)
-
-
-def test_commands_past_the_connection_cap_wait_their_turn(redis: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(resp, "MAX_OPEN", 2)
-    peak: list[int] = []
-
-    async def main() -> None:
-        pool = RespPool(redis.url)
-
-        async def one(n: int) -> None:
-            # BLPOP holds its connection for a moment: 6 of them share 2 connections
-            assert await pool.execute(("BLPOP", f"none{n}", "0.05")) == [None]
-            peak.append(pool._open)
-
-        async with trio.open_nursery() as nursery:
-            for n in range(6):
-                nursery.start_soon(one, n)
-        assert max(peak) <= 2 and pool._open <= 2
-        pool.close()
-        assert pool._open == 0
 
     trio.run(main)

@@ -8,16 +8,17 @@ refusing the command (an error reply: OOM under ``maxmemory``, READONLY on a rep
 when it cannot save, ...); clients get the same 503 for both and never Redis's own text.
 
 A request's commands share one deadline (:meth:`RedisLink.request_budget`): a request waits
-for Redis at most ``timeout`` in all, however many commands it runs. A bus (one pub/sub
-channel) carries what processes tell each other; the subscriber reconnects by itself, and what
-it misses while Redis is away is made good by polling where it matters (event streams, task
-signals, sessions that Redis lost).
+for Redis at most ``timeout`` in all, however many commands it runs. A bus (a pub/sub channel
+per process, read by the other processes) carries what they tell each other; the subscriber
+reconnects by itself, and what it misses while Redis is away is made good by polling where
+it matters (event streams, task signals, sessions that Redis lost).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import logging
 import os
 import re
@@ -44,6 +45,16 @@ REFUSING = "is refusing commands"
 #: after this long without an error reply (and with commands succeeding) Redis counts as
 #: accepting commands again: reads may succeed while writes are refused, so one success says little
 REFUSAL_QUIET_S = 5.0
+
+
+class Script:
+    """A Lua script, sent by its SHA-1 (EVALSHA) and by its text only when Redis lacks it."""
+
+    __slots__ = ("text", "sha")
+
+    def __init__(self, text: str) -> None:
+        self.text = text.encode()
+        self.sha = hashlib.sha1(self.text).hexdigest()
 
 
 class StateUnavailable(ProtocolError):
@@ -79,17 +90,33 @@ class _OnlyWhenDebugging(logging.Filter):
 
 _CLIENT_LOG_FILTER = _OnlyWhenDebugging()
 
-_tag: tuple[int, str] = (0, "")
+_tag = ""
 
 
 def process_tag() -> str:
-    """A short random name for this process, new in each forked child: ids it hands out and
-    messages it publishes carry it, so no other process takes them for its own."""
+    """A short random name for this process (8 hex digits), new in each forked child: ids it
+    hands out and messages it publishes carry it, so no other process takes them for its own."""
     global _tag
-    pid = os.getpid()
-    if _tag[0] != pid:
-        _tag = (pid, secrets.token_hex(4))
-    return _tag[1]
+    if not _tag:
+        _tag = secrets.token_hex(4)
+    return _tag
+
+
+def _new_tag_after_fork() -> None:
+    global _tag
+    _tag = ""
+
+
+os.register_at_fork(after_in_child=_new_tag_after_fork)
+
+
+def others_patterns(base: str, tag: str) -> list[str]:
+    """Glob patterns that match ``base`` + every other process's tag, each exactly once, and
+    never ``base`` + ``tag``: one per position where another tag first differs from this one
+    (``base`` + ``tag[:i]`` + ``[^tag[i]]`` + ``*``). A process that subscribes to these never
+    gets its own messages back."""
+    escaped = "".join("\\" + c if c in "\\*?[]^" else c for c in base)
+    return [f"{escaped}{tag[:i]}[^{tag[i]}]*" for i in range(len(tag))]
 
 
 def display_url(url: str) -> str:
@@ -125,7 +152,6 @@ class RedisLink:
         self.handlers: dict[str, list[Handler]] = {}
         #: run after the bus is back from an outage, to make good what it missed
         self.resubscribed: list[Callable[[], Awaitable[None]]] = []
-        self._channel = f"{prefix}:bus"
         self._down_since: float | None = None
         self._refusing_since: float | None = None  # since when Redis answers commands with errors
         self._refused_at = 0.0  # its latest error reply
@@ -135,6 +161,12 @@ class RedisLink:
     def tag(self) -> str:
         """This process, on the bus (a forked worker gets its own)."""
         return process_tag()
+
+    @property
+    def channel(self) -> str:
+        """Where this process publishes: a channel of its own on the bus, which every other
+        process reads (:func:`others_patterns`) and this one does not."""
+        return f"{self.prefix}:bus:{process_tag()}"
 
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
@@ -214,27 +246,44 @@ class RedisLink:
         return result
 
     async def run(self, *commands: tuple[Any, ...]) -> list[Any]:
-        """Send ``commands`` (each a tuple: name, arguments) in one round trip on the lean client,
-        within the request's deadline; their replies. StateUnavailable as :meth:`call` says, and
-        also when any of them got an error reply."""
+        """Send ``commands`` (each a tuple: name, arguments) in one round trip on the lean client
+        (with what concurrent requests send meanwhile), within the request's deadline; their
+        replies. StateUnavailable as :meth:`call` says, and also when any of them got an error reply."""
+        replies = await self._send(commands)
+        self._accepted(replies)
+        return replies
+
+    async def script(self, script: Script, keys: list[Any], args: list[Any]) -> Any:
+        """Run a Lua script in one command by its hash (EVALSHA); with its text (EVAL) when Redis
+        does not know it yet (a restart, a flush). Its reply; StateUnavailable as :meth:`run` says."""
+        replies = await self._send((("EVALSHA", script.sha, len(keys), *keys, *args),))
+        if isinstance(replies[0], RespError) and str(replies[0]).startswith("NOSCRIPT"):
+            replies = await self._send((("EVAL", script.text, len(keys), *keys, *args),))
+        self._accepted(replies)
+        return replies[0]
+
+    async def _send(self, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
         deadline = self._deadline()
         if deadline <= trio.current_time():
             raise StateUnavailable(self.display)
         try:
-            with trio.fail_at(deadline):
-                replies = await self.resp.execute(*commands)
+            with trio.CancelScope(deadline=deadline):
+                return await self.resp.execute(*commands)
         except RespError as exc:  # AUTH or SELECT refused on a new connection
             self._refused(exc)
             raise StateUnavailable(self.display, REFUSING) from None
-        except (trio.TooSlowError, OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:
             self._failed(exc)
             raise StateUnavailable(self.display) from None
+        self._failed(trio.TooSlowError())  # the deadline passed (the scope caught its cancellation)
+        raise StateUnavailable(self.display)
+
+    def _accepted(self, replies: list[Any]) -> None:
         for reply in replies:
             if isinstance(reply, RespError):
                 self._refused(reply)
                 raise StateUnavailable(self.display, REFUSING)
         self._recovered()
-        return replies
 
     async def transaction(self, *commands: tuple[Any, ...]) -> list[Any]:
         """``commands`` in one MULTI/EXEC, one round trip: their replies, all applied or none."""
@@ -250,7 +299,8 @@ class RedisLink:
 
     def message(self, kind: str, **payload: Any) -> tuple[str, str, bytes]:
         """A PUBLISH of a bus message, to send with other commands (see :meth:`publish`)."""
-        return ("PUBLISH", self._channel, msgspec.json.encode({"k": kind, "o": self.tag, **payload}))
+        tag = process_tag()
+        return ("PUBLISH", f"{self.prefix}:bus:{tag}", msgspec.json.encode({"k": kind, "o": tag, **payload}))
 
     def _failed(self, exc: BaseException, at_start: bool = False) -> None:
         self.ok = False
@@ -301,8 +351,9 @@ class RedisLink:
 
     async def _listen(self) -> None:
         """Deliver bus messages from other processes to the handlers, reconnecting for ever.
-        The bus is read on a connection of the lean client: every process gets every message,
-        its own included, so reading one must cost little."""
+        The bus is read on a connection of the lean client, subscribed to the other processes'
+        channels only: a process alone (or with Redis for its state only) reads nothing, and
+        none reads back what it published itself."""
         delay = 0.2
         first = True
         while True:
@@ -311,7 +362,7 @@ class RedisLink:
                 # a lost connection reaches this loop, which makes good what was missed (and
                 # what Redis lost, if it restarted empty) once it is back
                 with trio.fail_after(self.timeout):
-                    conn = await self.resp.subscribe(self._channel)
+                    conn = await self.resp.psubscribe(*others_patterns(f"{self.prefix}:bus:", process_tag()))
                 delay = 0.2
                 self._reached()
                 if not first:
@@ -319,8 +370,8 @@ class RedisLink:
                         await catch_up()
                 first = False
                 async for reply in conn.replies():
-                    if isinstance(reply, list) and len(reply) == 3 and reply[0] == b"message":
-                        self._dispatch(reply[2])
+                    if isinstance(reply, list) and len(reply) == 4 and reply[0] == b"pmessage":
+                        self._dispatch(reply[3])
             except (OSError, RespError, ValueError, trio.TooSlowError) as exc:
                 self._failed(exc)
             except StateUnavailable:

@@ -21,7 +21,7 @@ import msgspec
 import msgspec.structs
 import trio
 
-from ...server.redis_link import RedisLink
+from ...server.redis_link import RedisLink, Script
 from .session_state import Answered, Appended, Cancelled, Changed, Ended, Event, Reconnected, Remote, SessionRecord
 
 #: what the bus may bring before this process reads it; past that, it reads the streams again
@@ -52,6 +52,18 @@ redis.call('EXPIRE', KEYS[3], ARGV[4])
 redis.call('PUBLISH', KEYS[2], string.format(ARGV[5], id))
 return id
 """
+
+
+# A session's record written at initialize: one command (a script, atomic like MULTI/EXEC, one
+# reply instead of five; refused as a whole under OOM, READONLY, MISCONF: its first write fails).
+# Its removal at DELETE stays a MULTI/EXEC: under OOM Redis refuses a queued transaction, where
+# it would run a script of DEL, ZREM and PUBLISH; a refused DELETE keeps the session (issue 22).
+_CREATE = Script("""
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+return 1
+""")
 
 
 def _fields_of(before: SessionRecord, after: SessionRecord) -> tuple[dict[str, Any], list[str]]:
@@ -105,7 +117,6 @@ class RedisBackend:
         self.store_size = store_size
         self.store_bytes = store_bytes
         self.k = link.key
-        self._bus = link.key("bus")
         self._remote_send, self._remote = trio.open_memory_channel[Remote](REMOTE_BACKLOG)
         self._overflowed = False
         link.on("ev", self._on_event)
@@ -126,7 +137,9 @@ class RedisBackend:
     async def create(self, sid: str, record: SessionRecord) -> None:
         base = msgspec.json.encode(SessionRecord(version=record.version, client_info=record.client_info,
                                                  client_capabilities=record.client_capabilities, owner=record.owner))
-        await self.link.transaction(*self._writes(sid, {"base": base, **_fields_of(SessionRecord(version=""), record)[0]}, []))
+        fields = {"base": base, **_fields_of(SessionRecord(version=""), record)[0]}
+        await self.link.script(_CREATE, [self.k("sess", sid), self.k("sessions")],
+                               [self.ttl, time.time() + self.ttl, sid, *(x for item in fields.items() for x in item)])
 
     async def update(self, sid: str, before: SessionRecord, after: SessionRecord) -> None:
         """Write what changed between two states of a session, and tell the other processes."""
@@ -192,7 +205,7 @@ class RedisBackend:
         note = msgspec.json.encode({"k": "ev", "o": self.link.tag, "sid": sid, "key": key, "pos": "@@",
                                     "final": final, "data": msgspec.Raw(data)})
         template = note.replace(b"%", b"%%").replace(b'"@@"', b'"%s"')
-        return ([self.k("ev", sid, key), self._bus, self.k("evbytes", sid, key)],
+        return ([self.k("ev", sid, key), self.link.channel, self.k("evbytes", sid, key)],
                 [self.store_size, data, b"1" if final else b"0", self.ttl, template, self.store_bytes])
 
     async def append(self, sid: str, key: str, data: bytes, final: bool) -> str:
