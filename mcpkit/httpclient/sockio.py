@@ -47,16 +47,22 @@ class PlainSocket:
             data = sock.recv(READ_SIZE)
         except BlockingIOError:
             self._streak = 0
-            while True:
-                await trio.lowlevel.wait_readable(sock)
-                try:
-                    return sock.recv(READ_SIZE)
-                except BlockingIOError:
-                    continue
+            return await self.recv_waiting()
         self._streak += 1
         if self._streak % 16 == 0:
             await trio.lowlevel.cancel_shielded_checkpoint()
         return data
+
+    async def recv_waiting(self) -> bytes:
+        """Wait until the socket has bytes, then read them: for bytes known not to be there yet
+        (an answer just asked for), without a read that would find nothing first."""
+        sock = self.sock
+        while True:
+            await trio.lowlevel.wait_readable(sock)
+            try:
+                return sock.recv(READ_SIZE)
+            except BlockingIOError:
+                continue
 
     def send_now(self, data: bytes) -> int:
         """As much of ``data`` as the kernel takes without waiting; how many bytes that was."""

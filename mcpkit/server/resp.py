@@ -145,16 +145,8 @@ class _PlainIo(PlainSocket):
         if sent < len(data):
             await self.send_rest(memoryview(data)[sent:])
 
-    async def recv_more(self) -> bytes:
-        """Bytes that were not there when last looked (replies just asked for): wait for them
-        first, then read, without a read that finds nothing."""
-        sock = self.sock
-        while True:
-            await trio.lowlevel.wait_readable(sock)
-            try:
-                return sock.recv(READ_SIZE)
-            except BlockingIOError:
-                continue
+    #: bytes that were not there when last looked (replies just asked for): waited for first
+    recv_more = PlainSocket.recv_waiting
 
     def close(self) -> None:
         trio.lowlevel.notify_closing(self.sock)
