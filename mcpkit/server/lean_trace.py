@@ -367,13 +367,11 @@ class BatchExport:
 
     def __init__(self, exporter: Any) -> None:
         self.exporter = exporter
-        #: an exporter that encodes span by span (mcpkit's OTLP one) gets each span's bytes at its end
-        self._encode: Callable[[LeanSpan], bytes] | None = getattr(exporter, "encode_span", None)
         self.max_queue = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", default=2048) or 2048
         self.batch = min(_env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", default=512) or 512, self.max_queue)
         self.delay = (_env_int("OTEL_BSP_SCHEDULE_DELAY", default=5000) or 5000) / 1000
         self.dropped = 0
-        self._queue: collections.deque[Any] = collections.deque()  # spans, or (resource, scope, bytes)
+        self._queue: collections.deque[LeanSpan] = collections.deque()
         self._wake = threading.Event()
         self._flushed = threading.Condition()
         self._flush_asked = 0
@@ -393,15 +391,7 @@ class BatchExport:
                 log.warning("traces: the span queue is full (OTEL_BSP_MAX_QUEUE_SIZE=%d): spans are dropped while it is "
                             "(logged once; BatchExport.dropped counts them)", self.max_queue)
             return
-        encode = self._encode
-        if encode is not None:  # the bytes now, on this thread: the span's objects are freed at once
-            try:
-                queue.append((span.resource, span.instrumentation_scope, encode(span)))
-            except Exception:
-                log.exception("could not encode span %r for OTLP", span.name)
-                return
-        else:
-            queue.append(span)  # deque.append and popleft are atomic: no lock between the two threads
+        queue.append(span)  # deque.append and popleft are atomic: no lock between the two threads
         if n + 1 == self.batch:
             self._wake.set()
 
@@ -414,7 +404,7 @@ class BatchExport:
         self._thread = threading.Thread(target=self._run, name="mcpkit-spans", daemon=True)
         self._thread.start()
 
-    def _take(self) -> list[Any]:
+    def _take(self) -> list[LeanSpan]:
         """Up to one batch from the front of the queue (the serving thread only appends)."""
         queue, out = self._queue, []
         pop = queue.popleft
@@ -442,14 +432,11 @@ class BatchExport:
             if self._stop:
                 return
 
-    def _export(self, spans: list[Any]) -> None:
+    def _export(self, spans: list[LeanSpan]) -> None:
         if not spans:
             return
         try:
-            if self._encode is not None:
-                self.exporter.export_encoded(spans)
-            else:
-                self.exporter.export(spans)
+            self.exporter.export(spans)
         except Exception:  # the exporter logs its own failures; anything else must not stop the thread
             log.exception("exporting %d spans failed", len(spans))
 

@@ -191,23 +191,17 @@ class _Encoder:
 
     def request(self, spans: Sequence[Any]) -> bytes:
         """An ExportTraceServiceRequest: the spans grouped by resource, then by scope."""
-        span = self.span
-        return self.request_encoded([(s.resource, s.instrumentation_scope, span(s)) for s in spans])
-
-    def request_encoded(self, items: Sequence[tuple[Any, Any, bytes]]) -> bytes:
-        """An ExportTraceServiceRequest of spans already encoded (:meth:`span`), each with its
-        resource and scope: grouped by resource, then by scope."""
         groups: dict[tuple[int, int], list[Any]] = {}
-        for item in items:
-            groups.setdefault((id(item[0]), id(item[1])), []).append(item)
+        for s in spans:
+            groups.setdefault((id(s.resource), id(s.instrumentation_scope)), []).append(s)
         by_resource: dict[int, list[bytes]] = {}
         resources: dict[int, bytes] = {}
         for group in groups.values():
-            resource, scope_obj, _ = group[0]
-            res, scope = self.heads(resource, scope_obj)
-            body = scope + b"".join([_field(b"\x12", enc) for _, _, enc in group])
-            resources[id(resource)] = res
-            by_resource.setdefault(id(resource), []).append(_field(b"\x12", body))
+            first = group[0]
+            res, scope = self.heads(first.resource, first.instrumentation_scope)
+            body = scope + b"".join(_field(b"\x12", self.span(s)) for s in group)
+            resources[id(first.resource)] = res
+            by_resource.setdefault(id(first.resource), []).append(_field(b"\x12", body))
         return b"".join(_field(b"\x0a", resources[r] + b"".join(scopes)) for r, scopes in by_resource.items())
 
 
@@ -286,23 +280,11 @@ class OtlpHttpSpanExporter(SpanExporter):
             self._conn = None
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
-        return self._export(spans, self._encoder.request)
-
-    def encode_span(self, span: Any) -> bytes:
-        """One span's OTLP bytes (a ``Span`` message), for :meth:`export_encoded`: a batch
-        processor encodes a span as it ends, on the thread that ends it, and keeps only the bytes."""
-        return self._encoder.span(span)
-
-    def export_encoded(self, items: Sequence[tuple[Any, Any, bytes]]) -> SpanExportResult:
-        """Post spans :meth:`encode_span` wrote, each as (resource, scope, bytes)."""
-        return self._export(items, self._encoder.request_encoded)
-
-    def _export(self, spans: Sequence[Any], encode: Any) -> SpanExportResult:
         if self._shutdown.is_set():
             return SpanExportResult.FAILURE
         with self._lock:
             try:
-                body = encode(spans)
+                body = self._encoder.request(spans)
             except Exception:  # a span we cannot encode must not stop the exporter
                 log.exception("could not encode %d spans for OTLP", len(spans))
                 return SpanExportResult.FAILURE
