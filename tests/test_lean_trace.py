@@ -295,3 +295,22 @@ def test_span_contexts_are_what_the_api_would_make() -> None:
             made = SpanContext(c.trace_id, c.span_id, c.is_remote, c.trace_flags, c.trace_state)
             assert tuple(c) == tuple(made) and c.is_valid and not c.is_remote
             assert c.trace_state == (REMOTE.trace_state if ctx is not None else TraceState())
+
+
+def test_an_unsampled_server_span_is_only_a_context() -> None:
+    """Unsampled, the request's SERVER span is the API's non-recording span (no attributes
+    made, nothing ended into the processor), yet current: a tool's span inside is its child
+    and unsampled too."""
+    from mcpkit.protocol.jsonrpc import Answer
+    from mcpkit.server.observe import RequestRecord
+    from mcpkit.server.tracing import TracingObserver
+
+    p, kept = provider("always_off")
+    obs = TracingObserver(p)
+    rec = RequestRecord("tools/call", 5, "http", None, "2026-07-28", "greet", None, {}, "c")
+    with obs.request(rec) as server:
+        assert isinstance(server, NonRecordingSpan) and trace.get_current_span() is server
+        inside = p.get_tracer("tool").start_span("inside")
+        rec.finish(Answer(5, {"content": [], "isError": True}))
+    assert inside.get_span_context().trace_id == server.get_span_context().trace_id and not inside.is_recording()
+    assert kept.spans == [] and trace.get_current_span() is not server
