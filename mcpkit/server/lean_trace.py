@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import logging
 import os
 import random
 import threading
 import time
 import traceback
+import weakref
 from typing import Any, Callable, Iterator, Sequence
 
 from opentelemetry import trace
@@ -363,6 +365,14 @@ class LeanTracerProvider(trace.TracerProvider):
         self.processor.shutdown()
 
 
+def _forked(ref: "weakref.ref[BatchExport]") -> None:
+    """In a forked child: its first span starts a thread of its own (no getpid per span: a
+    system call each)."""
+    batcher = ref()
+    if batcher is not None:
+        batcher._started = False
+
+
 # -- ended spans out ------------------------------------------------------------------------------
 class Discard:
     """``OTEL_TRACES_EXPORTER=none``: spans are made (for context and children), never kept."""
@@ -397,9 +407,12 @@ class BatchExport:
         self._stop = False
         self._thread: threading.Thread | None = None
         self._pid = 0
+        #: a thread runs in this process (False again in a forked child: see _forked)
+        self._started = False
+        os.register_at_fork(after_in_child=functools.partial(_forked, weakref.ref(self)))
 
     def on_end(self, span: LeanSpan) -> None:
-        if self._pid != self._getpid():  # the first span, or a forked worker: a thread of this process's own
+        if not self._started:  # the first span, or a forked worker: a thread of this process's own
             self._start()
         queue = self._queue
         n = len(queue)
@@ -413,10 +426,8 @@ class BatchExport:
         if n + 1 == self.batch:
             self._wake.set()
 
-    _getpid = staticmethod(os.getpid)
-
     def _start(self) -> None:
-        self._pid = os.getpid()
+        self._pid, self._started = os.getpid(), True
         self._queue, self._wake, self._flushed = collections.deque(), threading.Event(), threading.Condition()
         self._flush_asked = self._flush_done = 0
         self._thread = threading.Thread(target=self._run, name="mcpkit-spans", daemon=True)
