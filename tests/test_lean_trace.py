@@ -314,3 +314,26 @@ def test_an_unsampled_server_span_is_only_a_context() -> None:
         rec.finish(Answer(5, {"content": [], "isError": True}))
     assert inside.get_span_context().trace_id == server.get_span_context().trace_id and not inside.is_recording()
     assert kept.spans == [] and trace.get_current_span() is not server
+
+
+def test_values_that_differ_every_time_encode_as_the_reference_writes_them() -> None:
+    """Past the values kept per key, a string value (a request id) is written after the kept
+    bytes for its length: short, long (a two-byte length) and non-ASCII ones as the reference
+    encoder writes them, over more spans than any cache holds."""
+    p, kept = provider("always_on")
+    tracer = p.get_tracer("mcpkit", "0.1.0")
+    ids = [str(i) for i in range(150)] + ["é" * 70, "x" * 200, "", "日本" * 30]
+    for rid in ids:
+        tracer.start_span("tools/call greet", kind=SpanKind.SERVER,
+                          attributes={"mcp.method.name": "tools/call", "jsonrpc.request.id": rid}).end()
+    encoder = _Encoder()
+    for _ in range(2):  # the second time every head is kept already
+        ours, reference = ExportTraceServiceRequest(), ExportTraceServiceRequest()
+        ours.ParseFromString(encoder.request(kept.spans))
+        reference.ParseFromString(encode_spans(kept.spans).SerializeToString())
+        for msg in (ours, reference):
+            for sp in msg.resource_spans[0].scope_spans[0].spans:
+                sp.flags &= ~0xFF
+        assert ours == reference
+    got = [sp.attributes[1].value.string_value for sp in ours.resource_spans[0].scope_spans[0].spans]
+    assert got == ids
