@@ -8,7 +8,8 @@
 measured in alternating rounds (this VM drifts by tens of percent within minutes):
   * main      (with --baseline DIR) the mcpkit package in DIR, telemetry off: today's server
   * main-traces (with --baseline DIR and a traces variant) that package with --traces, exporting
-              to the sink: the traces of before, side by side
+              to the sink: the traces of before, side by side; with --baseline-traces every traces
+              variant has its main- twin (main-traces-none, main-traces-ratio10)
   * off       telemetry off: nothing in app.observers (what every server runs unless told)
   * metrics   --metrics: every request counted into the in-process store; /metrics scraped
               by this driver once a second meanwhile, as a Prometheus would
@@ -70,11 +71,12 @@ class TelemetryServer(Server):
             env.update(OTEL_METRICS_EXPORTER="otlp", OTEL_LOGS_EXPORTER="none",
                        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{sink_port}", OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
                        OTEL_METRIC_EXPORT_INTERVAL="1000", OTEL_BSP_SCHEDULE_DELAY="1000", OTEL_SERVICE_NAME="bench")
-        if variant.startswith("traces") or variant == "main-traces":
+        kind = variant.removeprefix("main-")  # main-traces-none: traces-none on the baseline's package
+        if kind.startswith("traces"):
             cmd.append("--traces")
             env.update(OTEL_SERVICE_NAME=f"bench-{variant}", OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{sink_port}",
-                       OTEL_TRACES_EXPORTER="none" if variant == "traces-none" else "otlp")
-            if variant == "traces-ratio10":  # one trace in ten recorded and exported
+                       OTEL_TRACES_EXPORTER="none" if kind == "traces-none" else "otlp")
+            if kind == "traces-ratio10":  # one trace in ten recorded and exported
                 env.update(OTEL_TRACES_SAMPLER="parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG="0.1")
         if PIN is not None:  # server and wrk on one CPU: no cross-CPU wake-ups in the CPU per call
             cmd = ["taskset", "-c", PIN, *cmd]
@@ -125,6 +127,8 @@ def main() -> None:
     ap.add_argument("--baseline", metavar="DIR", help="a folder holding another mcpkit package (e.g. `git archive main mcpkit`"
                     " unpacked): measured too, as `main`, telemetry off")
     ap.add_argument("--variants", default="off,metrics,otel,traces", help=f"which of {','.join(VARIANTS)} (off is always measured)")
+    ap.add_argument("--baseline-traces", action="store_true",
+                    help="with --baseline: every traces variant on DIR's package too (main-traces-none …), not only traces")
     ap.add_argument("--pin", metavar="CPU", help="run the servers and wrk on this CPU (same-CPU placement)")
     ap.add_argument("--micro", type=int, default=0, metavar="CALLS", help="only the in-process span path, CALLS per round")
     args = ap.parse_args()
@@ -145,7 +149,9 @@ def main() -> None:
         variants = [v for v in variants if v != "otel" and not v.startswith("traces")]
     if args.baseline:
         variants.insert(0, "main")
-        if any(v.startswith("traces") for v in variants):
+        if args.baseline_traces:  # each traces variant on the baseline's package too
+            variants[1:1] = [f"main-{v}" for v in variants if v.startswith("traces")]
+        elif any(v.startswith("traces") for v in variants):
             variants.insert(1, "main-traces")
     conns = [int(c) for c in args.conns.split(",")]
     sink = start_sink()
@@ -173,7 +179,7 @@ def main() -> None:
     timed = in_process()
     print(f"\nin process, µs per request: unobserved {timed['off']:.2f}, observed with metrics {timed['metrics']:.2f}: "
           f"+{timed['metrics'] - timed['off']:.2f} µs per call")
-    if any(v in ("otel", "main-traces") or v.startswith("traces") for v in variants):
+    if any(v == "otel" or v.removeprefix("main-").startswith("traces") for v in variants):
         print(f"\nOTLP sink received: {dict(sorted(Sink.received.items())) or 'nothing'}")
 
 

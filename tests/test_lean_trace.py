@@ -295,3 +295,45 @@ def test_span_contexts_are_what_the_api_would_make() -> None:
             made = SpanContext(c.trace_id, c.span_id, c.is_remote, c.trace_flags, c.trace_state)
             assert tuple(c) == tuple(made) and c.is_valid and not c.is_remote
             assert c.trace_state == (REMOTE.trace_state if ctx is not None else TraceState())
+
+
+def test_an_unsampled_server_span_is_only_a_context() -> None:
+    """Unsampled, the request's SERVER span is the API's non-recording span (no attributes
+    made, nothing ended into the processor), yet current: a tool's span inside is its child
+    and unsampled too."""
+    from mcpkit.protocol.jsonrpc import Answer
+    from mcpkit.server.observe import RequestRecord
+    from mcpkit.server.tracing import TracingObserver
+
+    p, kept = provider("always_off")
+    obs = TracingObserver(p)
+    rec = RequestRecord("tools/call", 5, "http", None, "2026-07-28", "greet", None, {}, "c")
+    with obs.request(rec) as server:
+        assert isinstance(server, NonRecordingSpan) and trace.get_current_span() is server
+        inside = p.get_tracer("tool").start_span("inside")
+        rec.finish(Answer(5, {"content": [], "isError": True}))
+    assert inside.get_span_context().trace_id == server.get_span_context().trace_id and not inside.is_recording()
+    assert kept.spans == [] and trace.get_current_span() is not server
+
+
+def test_values_that_differ_every_time_encode_as_the_reference_writes_them() -> None:
+    """Past the values kept per key, a string value (a request id) is written after the kept
+    bytes for its length: short, long (a two-byte length) and non-ASCII ones as the reference
+    encoder writes them, over more spans than any cache holds."""
+    p, kept = provider("always_on")
+    tracer = p.get_tracer("mcpkit", "0.1.0")
+    ids = [str(i) for i in range(150)] + ["é" * 70, "x" * 200, "", "日本" * 30]
+    for rid in ids:
+        tracer.start_span("tools/call greet", kind=SpanKind.SERVER,
+                          attributes={"mcp.method.name": "tools/call", "jsonrpc.request.id": rid}).end()
+    encoder = _Encoder()
+    for _ in range(2):  # the second time every head is kept already
+        ours, reference = ExportTraceServiceRequest(), ExportTraceServiceRequest()
+        ours.ParseFromString(encoder.request(kept.spans))
+        reference.ParseFromString(encode_spans(kept.spans).SerializeToString())
+        for msg in (ours, reference):
+            for sp in msg.resource_spans[0].scope_spans[0].spans:
+                sp.flags &= ~0xFF
+        assert ours == reference
+    got = [sp.attributes[1].value.string_value for sp in ours.resource_spans[0].scope_spans[0].spans]
+    assert got == ids

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import logging
 import os
 import random
 import threading
 import time
 import traceback
+import weakref
 from typing import Any, Callable, Iterator, Sequence
 
 from opentelemetry import trace
@@ -152,15 +154,16 @@ def _put(span: "LeanSpan", attrs: Any, key: str, value: Any) -> None:
     attrs[key] = v
 
 
-def _attributes(span: "LeanSpan", given: Any) -> dict[str, Any]:
-    """A checked copy of ``given``; the fast path is a dict of plain scalars under the limits."""
+def _attributes(span: "LeanSpan", given: Any, copy: bool = True) -> dict[str, Any]:
+    """A checked copy of ``given`` (``given`` itself when not ``copy`` and nothing needs
+    changing); the fast path is a dict of plain scalars under the limits."""
     limits = span._limits
     if limits.length is None and len(given) <= limits.attributes:
         for v in given.values():
             if type(v) not in _SCALARS:
                 break
         else:
-            return dict(given)
+            return dict(given) if copy or type(given) is not dict else given
     out: dict[str, Any] = {}
     for k, v in given.items():
         _put(span, out, k, v)
@@ -286,6 +289,21 @@ class LeanTracer(trace.Tracer):
     def start_span(self, name: str, context: Any = None, kind: SpanKind = SpanKind.INTERNAL, attributes: Any = None,
                    links: Sequence[Link] | None = None, start_time: int | None = None, record_exception: bool = True,
                    set_status_on_exception: bool = True) -> trace.Span:
+        parent, ctx = self.decide(context)
+        if ctx[3] is _UNSAMPLED:
+            return NonRecordingSpan(ctx)
+        span = LeanSpan(name, ctx, parent, kind, self, start_time)
+        if attributes:
+            span.attributes = _attributes(span, attributes)
+        if links:
+            for ln in links:
+                span.add_link(ln.context, ln.attributes)
+        return span
+
+    def decide(self, context: Any = None) -> tuple[SpanContext | None, SpanContext]:
+        """A new span's parent (None for a root) and its own context, sampled or not (its trace
+        flags): the first half of :meth:`start_span`, for a caller that builds the attributes
+        of a recorded span only (the SERVER span of tracing.py)."""
         parent: SpanContext | None = trace.get_current_span(context).get_span_context()
         if parent is not None and not parent.is_valid:
             parent = None
@@ -295,15 +313,17 @@ class LeanTracer(trace.Tracer):
             state = DEFAULT_TRACE_STATE
         else:
             trace_id, state = parent.trace_id, parent.trace_state
-        provider = self.provider
         # SpanContext's own __new__ checks ids these are by construction: its tuple made directly
         # (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid)
-        if not provider.sampler(parent, trace_id):
-            return NonRecordingSpan(_context(SpanContext, (trace_id, getrandbits(64) or 1, False, _UNSAMPLED, state, True)))
-        ctx = _context(SpanContext, (trace_id, getrandbits(64) or 1, False, _SAMPLED, state, True))
-        span = LeanSpan(name, ctx, parent, kind, self, start_time)
-        if attributes:
-            span.attributes = _attributes(span, attributes)
+        flags = _SAMPLED if self.provider.sampler(parent, trace_id) else _UNSAMPLED
+        return parent, _context(SpanContext, (trace_id, getrandbits(64) or 1, False, flags, state, True))
+
+    def recorded(self, name: str, ctx: SpanContext, parent: SpanContext | None, kind: SpanKind,
+                 attributes: dict[str, Any], links: Sequence[Link] | None = None) -> LeanSpan:
+        """The second half: a recording span for a sampled ``ctx`` (from :meth:`decide`), taking
+        ``attributes`` as it is when it is a dict of plain values within the limits."""
+        span = LeanSpan(name, ctx, parent, kind, self, None)
+        span.attributes = _attributes(span, attributes, copy=False)
         if links:
             for ln in links:
                 span.add_link(ln.context, ln.attributes)
@@ -345,6 +365,14 @@ class LeanTracerProvider(trace.TracerProvider):
         self.processor.shutdown()
 
 
+def _forked(ref: "weakref.ref[BatchExport]") -> None:
+    """In a forked child: its first span starts a thread of its own (no getpid per span: a
+    system call each)."""
+    batcher = ref()
+    if batcher is not None:
+        batcher._started = False
+
+
 # -- ended spans out ------------------------------------------------------------------------------
 class Discard:
     """``OTEL_TRACES_EXPORTER=none``: spans are made (for context and children), never kept."""
@@ -379,9 +407,12 @@ class BatchExport:
         self._stop = False
         self._thread: threading.Thread | None = None
         self._pid = 0
+        #: a thread runs in this process (False again in a forked child: see _forked)
+        self._started = False
+        os.register_at_fork(after_in_child=functools.partial(_forked, weakref.ref(self)))
 
     def on_end(self, span: LeanSpan) -> None:
-        if self._pid != self._getpid():  # the first span, or a forked worker: a thread of this process's own
+        if not self._started:  # the first span, or a forked worker: a thread of this process's own
             self._start()
         queue = self._queue
         n = len(queue)
@@ -395,10 +426,8 @@ class BatchExport:
         if n + 1 == self.batch:
             self._wake.set()
 
-    _getpid = staticmethod(os.getpid)
-
     def _start(self) -> None:
-        self._pid = os.getpid()
+        self._pid, self._started = os.getpid(), True
         self._queue, self._wake, self._flushed = collections.deque(), threading.Event(), threading.Condition()
         self._flush_asked = self._flush_done = 0
         self._thread = threading.Thread(target=self._run, name="mcpkit-spans", daemon=True)

@@ -101,6 +101,8 @@ class _Encoder:
         self._heads: dict[tuple[int, int], tuple[bytes, bytes, Any, Any]] = {}
         #: by (span name, kind): the encoded name and kind fields (names repeat: method and tool)
         self._names: dict[tuple[str, Any], bytes] = {}
+        #: by (field tag, attribute key, value length in bytes): a KeyValue's bytes before its string value
+        self._heads_by_length: dict[tuple[bytes, str, int], bytes] = {}
 
     def attributes(self, tag: bytes, attrs: Any) -> bytes:
         """Each attribute as a repeated KeyValue field ``tag``."""
@@ -121,11 +123,26 @@ class _Encoder:
                 values = by_key[k] = {}
             enc = values.get(v)
             if enc is None:
-                enc = _field(tag, _key_value(k, v))
                 if len(values) < _VALUES_PER_KEY:
-                    values[v] = enc
+                    enc = values[v] = _field(tag, _key_value(k, v))
+                else:  # a value that differs every time (a request id): the bytes before it kept per length
+                    raw = v.encode()
+                    head = self._heads_by_length.get((tag, k, len(raw)))
+                    if head is None:
+                        head = self._head(tag, k, len(raw))
+                    enc = head + raw
             out.append(enc)
         return b"".join(out)
+
+    def _head(self, tag: bytes, key: str, length: int) -> bytes:
+        """The bytes of a repeated KeyValue field ``tag`` with a string value of ``length``
+        bytes, up to the value's own bytes."""
+        whole = _field(tag, _key_value(key, "x" * length))
+        head = whole[:-length] if length else whole
+        if len(self._heads_by_length) > _CACHE_MAX:
+            self._heads_by_length.clear()
+        self._heads_by_length[(tag, key, length)] = head
+        return head
 
     def heads(self, resource: Any, scope: Any) -> tuple[bytes, bytes]:
         """The encoded ``resource`` field of ResourceSpans and ``scope`` field of ScopeSpans."""

@@ -67,6 +67,11 @@ class TracingObserver(Observer):
         self._Link, self._Status, self._ERROR = Link, Status, StatusCode.ERROR
         self._SERVER, self._INTERNAL = SpanKind.SERVER, SpanKind.INTERNAL
         self._fields: tuple[Any, frozenset[str]] = (None, frozenset())
+        from .lean_trace import LeanTracer
+
+        #: mcpkit's lean tracer: the SERVER span's sampling decided before its attributes are made
+        self._lean: Any = self.tracer if isinstance(self.tracer, LeanTracer) else None
+        self._unrecorded = trace.NonRecordingSpan
 
     # -- requests ------------------------------------------------------------------------------
     def request(self, rec: RequestRecord) -> "_ServerSpan":
@@ -125,6 +130,25 @@ class _ServerSpan:
         self.rec = rec
 
     def __enter__(self) -> Any:
+        obs = self.obs
+        ctx, links = obs.parent(self.rec.meta, self.rec.headers)
+        lean = obs._lean
+        if lean is None:
+            name, attrs = self._describe()
+            span = obs.tracer.start_span(name, ctx, obs._SERVER, attrs, links)
+        else:  # one step: sampled or not first; an unsampled request makes no attributes, no span object
+            parent, sc = lean.decide(ctx)
+            if sc.trace_flags & 1:
+                name, attrs = self._describe()
+                span = lean.recorded(name, sc, parent, obs._SERVER, attrs, links)
+            else:
+                span = obs._unrecorded(sc)
+        self.span = span
+        self.token = obs._context.attach(obs._trace.set_span_in_context(span, ctx))
+        return span
+
+    def _describe(self) -> tuple[str, dict[str, Any]]:
+        """The span's name and attributes."""
         obs, rec = self.obs, self.rec
         attrs = obs.attributes(rec.method, rec.transport, rec.session_id, rec.protocol_version)
         name = rec.method
@@ -140,14 +164,13 @@ class _ServerSpan:
                     attrs["gen_ai.operation.name"] = "execute_tool"
             elif rec.method.startswith("resources/"):
                 attrs["mcp.resource.uri"] = target
-        ctx, links = obs.parent(rec.meta, rec.headers)
-        span = self.span = obs.tracer.start_span(name, ctx, obs._SERVER, attrs, links)
-        self.token = obs._context.attach(obs._trace.set_span_in_context(span, ctx))
-        return span
+        return name, attrs
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
         obs, rec, span = self.obs, self.rec, self.span
         obs._context.detach(self.token)
+        if not span.is_recording():  # unsampled: nothing to record
+            return
         error = rec.error_type
         if not rec.duration:  # left before it was answered: cancelled, or a bug
             error = "cancelled" if kind is None or issubclass(kind, trio.Cancelled) else kind.__qualname__
