@@ -16,7 +16,6 @@ pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra (make inst
 
 from opentelemetry import context, propagate, trace  # noqa: E402
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased  # noqa: E402
 from opentelemetry.trace import (Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags,  # noqa: E402
@@ -27,6 +26,8 @@ from mcpkit.server.lean_trace import (BatchExport, Discard, LeanSpan, LeanTracer
 from mcpkit.server.otlp_export import OtlpHttpSpanExporter, _Encoder  # noqa: E402
 
 from .otlp_receiver import OtlpReceiver  # noqa: E402
+from .test_otlp_encoding import REMOTE as SAMPLE_PARENT  # noqa: E402
+from .test_otlp_encoding import parsed, record_sample  # noqa: E402
 
 RESOURCE = Resource.create({"service.name": "lean", "n": 3})
 REMOTE = SpanContext(0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, is_remote=True, trace_flags=TraceFlags(1),
@@ -161,40 +162,19 @@ def test_status_exceptions_and_end_follow_the_api() -> None:
 
 
 def lean_batch() -> list[LeanSpan]:
+    """The encoder tests' sample of every span shape, recorded by the lean provider."""
     p, kept = provider()
-    server, other = p.get_tracer("mcpkit", "0.1.0"), p.get_tracer("plugin.scope")
-    token = context.attach(under(REMOTE))
-    try:
-        with server.start_as_current_span("tools/call work", kind=SpanKind.SERVER, links=[Link(REMOTE, {"why": "http"})],
-                                          attributes={"mcp.method.name": "tools/call", "jsonrpc.request.id": "7",
-                                                      "flag": True, "count": -42, "big": 2**62, "ratio": 0.25,
-                                                      "names": ("a", "b"), "ints": [1, 2, 3], "empty": ""}) as s:
-            s.add_event("started", {"at": 1, "what": "x"})
-            with other.start_as_current_span("inner") as inner:
-                inner.set_status(Status(StatusCode.ERROR, "broken on purpose"))
-                inner.record_exception(ValueError("boom"))
-            for kind in (SpanKind.CLIENT, SpanKind.PRODUCER, SpanKind.CONSUMER, SpanKind.INTERNAL):
-                server.start_span(f"k{kind.value}", kind=kind).end()
-    finally:
-        context.detach(token)
+    record_sample(p.get_tracer("mcpkit", "0.1.0"), p.get_tracer("plugin.scope"))
     return kept.spans
 
 
 def test_lean_spans_encode_as_the_reference_encoder_writes_them() -> None:
     batch = lean_batch()
-    ours = ExportTraceServiceRequest()
-    ours.ParseFromString(_Encoder().request(batch))
-    reference = ExportTraceServiceRequest()
-    reference.ParseFromString(encode_spans(batch).SerializeToString())  # the package encoder reads the same fields
-    for msg in (ours, reference):  # what the reference leaves out: the trace flags' low bits, a link's trace state
-        for ss in msg.resource_spans[0].scope_spans:
-            for sp in ss.spans:
-                sp.flags &= ~0xFF
-                for ln in sp.links:
-                    ln.trace_state = ""
+    ours = parsed(_Encoder().request(batch))
+    reference = parsed(encode_spans(batch).SerializeToString())  # the package encoder reads the same fields
     assert ours == reference, f"{ours}\n---\n{reference}"
     work = next(sp for ss in ours.resource_spans[0].scope_spans for sp in ss.spans if sp.name == "tools/call work")
-    assert work.trace_id.hex() == f"{REMOTE.trace_id:032x}" and work.parent_span_id.hex() == f"{REMOTE.span_id:016x}"
+    assert work.trace_id.hex() == f"{SAMPLE_PARENT.trace_id:032x}" and work.parent_span_id.hex() == f"{SAMPLE_PARENT.span_id:016x}"
     assert {ss.scope.name for ss in ours.resource_spans[0].scope_spans} == {"mcpkit", "plugin.scope"}
 
 
@@ -328,12 +308,8 @@ def test_values_that_differ_every_time_encode_as_the_reference_writes_them() -> 
                           attributes={"mcp.method.name": "tools/call", "jsonrpc.request.id": rid}).end()
     encoder = _Encoder()
     for _ in range(2):  # the second time every head is kept already
-        ours, reference = ExportTraceServiceRequest(), ExportTraceServiceRequest()
-        ours.ParseFromString(encoder.request(kept.spans))
-        reference.ParseFromString(encode_spans(kept.spans).SerializeToString())
-        for msg in (ours, reference):
-            for sp in msg.resource_spans[0].scope_spans[0].spans:
-                sp.flags &= ~0xFF
+        ours = parsed(encoder.request(kept.spans))
+        reference = parsed(encode_spans(kept.spans).SerializeToString())
         assert ours == reference
     got = [sp.attributes[1].value.string_value for sp in ours.resource_spans[0].scope_spans[0].spans]
     assert got == ids

@@ -27,12 +27,11 @@ REMOTE = SpanContext(0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, is_
                      trace_state=TraceState([("rojo", "00f067aa0ba902b7"), ("congo", "t61rcWkgMzE")]))
 
 
-def spans() -> list:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "enc", "deployment.environment": "test", "n": 3}))
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    server = provider.get_tracer("mcpkit", "0.1.0")
-    other = provider.get_tracer("plugin.scope")
+def record_sample(server: trace.Tracer, other: trace.Tracer) -> None:
+    """Spans of every shape, under a remote parent: a SERVER span with a link, attributes of every
+    type and an event; a child of another scope with an error status and an exception; a CLIENT
+    span with an OK status; one span of each remaining kind. Recorded by whichever provider made
+    the tracers (the SDK's here, mcpkit's lean one in test_lean_trace.py)."""
     token = context.attach(trace.set_span_in_context(NonRecordingSpan(REMOTE)))
     try:
         with server.start_as_current_span("tools/call work", kind=SpanKind.SERVER, links=[Link(REMOTE, {"why": "http"})],
@@ -51,6 +50,13 @@ def spans() -> list:
         context.detach(token)
     with server.start_as_current_span("root without parent"):
         pass
+
+
+def spans() -> list:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "enc", "deployment.environment": "test", "n": 3}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    record_sample(provider.get_tracer("mcpkit", "0.1.0"), provider.get_tracer("plugin.scope"))
     return list(memory.get_finished_spans())
 
 
