@@ -47,7 +47,8 @@ async def test_rich_result_error_answer_and_oversize_through_the_gateway(tmp_pat
         assert refused.value.rpc_code == -32602 and refused.value.message == "no, thanks"
         assert refused.value.data == {"why": "test"}
         big = await client.call_tool("big_echo", {"text": "x"})  # a 2 MiB line over the 256 KiB limit
-        assert big.is_error and "upstream big" in big.text  # refused unread: the session restarts
+        assert big.is_error and "upstream big" in big.text, big.text  # refused unread: the session restarts
+        assert "over the limit of 262144" in big.text, big.text  # and the caller is told why
         async with trio.open_nursery() as nursery:  # calls in flight together: each gets its own answer
             got: dict[int, str] = {}
 

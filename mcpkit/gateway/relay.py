@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 import trio
 
-from ..client.errors import McpError, RequestTimeout, RpcError
+from ..client.errors import ConnectionClosed, McpError, RequestTimeout, RpcError
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ProtocolError
 from ..protocol.types import META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_SERVER_INFO, TASKS_EXTENSION
@@ -389,5 +389,9 @@ def failure_text(link: Link, exc: Exception) -> str:
     if isinstance(exc, RequestTimeout):
         return f"upstream {name} did not answer in time"
     if isinstance(exc, McpError):
-        return f"upstream {name} failed: {exc.message}"
+        text = f"upstream {name} failed: {exc.message}"
+        why = link.error  # while connected, set only when the gateway itself ended the session
+        if isinstance(exc, ConnectionClosed) and why and why not in exc.message:
+            text += f" (the gateway restarted the session: {why})"  # e.g. a message over the size limit
+        return text
     return f"upstream {name} failed: {exc}"
