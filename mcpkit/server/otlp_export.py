@@ -45,12 +45,16 @@ _CODE = {c: c.value for c in StatusCode}
 #: Span.flags (field 16, fixed32) for the trace flags, with bit 0x100 (the parent's remoteness is
 #: known) and 0x200 (the parent is remote) when the key has it
 _FLAGS = {f | r: _F32(0x100 | f | r) for f in range(256) for r in (0, 0x200)}
+#: the end of a span whose status is unset (an empty Status field), then its flags field
+_UNSET_TAIL = {f: b"\x7a\x00\x85\x01" + f for f in _FLAGS.values()}
 _NO_STATE = _NO_STATE_API  # the API's empty trace state, shared by every context that has none
 #: span classes whose ``attributes`` is a plain dict (mcpkit's lean spans register theirs)
 _PLAIN: set[type] = set()
 
 
 def _varint(n: int) -> bytes:
+    if n < _SHORT:
+        return _LENGTHS[n]
     if n < 0x80:
         return bytes((n,))
     out = bytearray()
@@ -59,6 +63,15 @@ def _varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+#: the varints of lengths below _SHORT (spans and attributes are short), looked up, not built
+_SHORT = 4096
+_LENGTHS = tuple(bytes((n,)) if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(_SHORT))
+_U64 = (1 << 64) - 1
+#: Span.trace_id (field 1) and span_id (field 2), then parent_span_id (field 4): one pack each
+_IDS = struct.Struct(">2sQQ2sQ").pack
+_IDS_PARENT = struct.Struct(">2sQQ2sQ2sQ").pack
 
 
 def _field(tag: bytes, payload: bytes) -> bytes:
@@ -159,30 +172,31 @@ class _Encoder:
         return found[0], found[1]
 
     def span(self, s: Any) -> bytes:
+        """A Span message's bytes, framed as the ``spans`` field (2) of ScopeSpans."""
         # a SpanContext is a tuple (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid):
         # unpacked at once, not through its properties (a Python call each)
         trace_id, span_id, _, trace_flags, state, _ = s.context
-        parts = [b"\x0a\x10", trace_id.to_bytes(16, "big"), b"\x12\x08", span_id.to_bytes(8, "big")]
-        if state is not _NO_STATE and state:
-            parts.append(_field(b"\x1a", state.to_header().encode()))
         parent = s.parent
         flags = _FLAGS[trace_flags & 0xFF]
-        if parent is not None:
+        if parent is None:
+            ids = _IDS(b"\x0a\x10", trace_id >> 64, trace_id & _U64, b"\x12\x08", span_id)
+        else:
             _, parent_id, remote, _, _, _ = parent
-            parts += (b"\x22\x08", parent_id.to_bytes(8, "big"))
+            ids = _IDS_PARENT(b"\x0a\x10", trace_id >> 64, trace_id & _U64, b"\x12\x08", span_id, b"\x22\x08", parent_id)
             if remote:
                 flags = _FLAGS[(trace_flags & 0xFF) | 0x200]
+        if state is not _NO_STATE and state:  # field 3 goes between the span id and the parent's
+            ids = ids[:28] + _field(b"\x1a", state.to_header().encode()) + ids[28:]
         named = self._names.get((s.name, s.kind))
         if named is None:
             named = _field(b"\x2a", s.name.encode()) + _KIND[s.kind]
             if len(self._names) >= _CACHE_MAX:
                 self._names.clear()
             self._names[(s.name, s.kind)] = named
-        parts += (named, _TIMES(0x39, s.start_time or 0, 0x41, s.end_time or 0))
         # the attributes' plain dict where the SDK keeps one (the public property wraps it in a
         # read-only proxy over a mapping class: iterating that costs more than encoding)
         attrs = s.attributes if type(s) in _PLAIN else getattr(s, "_attributes", None) or s.attributes
-        parts.append(self.attributes(b"\x4a", attrs))
+        parts = [ids, named, _TIMES(0x39, s.start_time or 0, 0x41, s.end_time or 0), self.attributes(b"\x4a", attrs)]
         if s.dropped_attributes:
             parts += (b"\x50", _varint(s.dropped_attributes))
         events, links = s.events, s.links
@@ -201,13 +215,25 @@ class _Encoder:
         if code:
             parts.append(_field(b"\x7a", (_field(b"\x12", status.description.encode()) if status.description else b"")
                                 + b"\x18" + _varint(code)))
+            parts += (b"\x85\x01", flags)
         else:
-            parts.append(b"\x7a\x00")  # present and empty, as the reference encoder writes it
-        parts += (b"\x85\x01", flags)
-        return b"".join(parts)
+            parts.append(_UNSET_TAIL[flags])  # status present and empty, as the reference encoder writes it
+        body = b"".join(parts)
+        n = len(body)
+        return (b"\x12" + (_LENGTHS[n] if n < _SHORT else _varint(n))) + body
 
     def request(self, spans: Sequence[Any]) -> bytes:
         """An ExportTraceServiceRequest: the spans grouped by resource, then by scope."""
+        if not spans:
+            return b""
+        first = spans[0]
+        resource, scope = first.resource, first.instrumentation_scope
+        for s in spans:  # the usual case: one tracer's spans, one group
+            if s.instrumentation_scope is not scope or s.resource is not resource:
+                break
+        else:
+            res, head = self.heads(resource, scope)
+            return _field(b"\x0a", res + _field(b"\x12", head + b"".join(map(self.span, spans))))
         groups: dict[tuple[int, int], list[Any]] = {}
         for s in spans:
             groups.setdefault((id(s.resource), id(s.instrumentation_scope)), []).append(s)
@@ -215,8 +241,8 @@ class _Encoder:
         resources: dict[int, bytes] = {}
         for group in groups.values():
             first = group[0]
-            res, scope = self.heads(first.resource, first.instrumentation_scope)
-            body = scope + b"".join(_field(b"\x12", self.span(s)) for s in group)
+            res, head = self.heads(first.resource, first.instrumentation_scope)
+            body = head + b"".join(map(self.span, group))
             resources[id(first.resource)] = res
             by_resource.setdefault(id(first.resource), []).append(_field(b"\x12", body))
         return b"".join(_field(b"\x0a", resources[r] + b"".join(scopes)) for r, scopes in by_resource.items())
