@@ -71,7 +71,7 @@ def _parent_based(root: Sampler) -> Sampler:
     """A child follows its parent's sampled flag (remote or local); a root asks ``root``."""
     def sample(parent: Any, trace_id: int) -> bool:
         if parent is not None:
-            return bool(parent.trace_flags & 1)
+            return bool(parent[3] & 1)  # its trace flags
         return root(parent, trace_id)
     return sample
 
@@ -304,17 +304,21 @@ class LeanTracer(trace.Tracer):
         """A new span's parent (None for a root) and its own context, sampled or not (its trace
         flags): the first half of :meth:`start_span`, for a caller that builds the attributes
         of a recorded span only (the SERVER span of tracing.py)."""
-        parent: SpanContext | None = trace.get_current_span(context).get_span_context()
-        if parent is not None and not parent.is_valid:
+        return self.decide_under(trace.get_current_span(context).get_span_context())
+
+    def decide_under(self, parent: SpanContext | None) -> tuple[SpanContext | None, SpanContext]:
+        """:meth:`decide` for a parent span context already looked up (None: a root span)."""
+        # a SpanContext is the tuple (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid):
+        # read by index, not through its properties (a Python call each)
+        if parent is not None and not parent[5]:
             parent = None
         getrandbits = random.getrandbits
         if parent is None:
             trace_id = getrandbits(128) or 1
             state = DEFAULT_TRACE_STATE
         else:
-            trace_id, state = parent.trace_id, parent.trace_state
+            trace_id, state = parent[0], parent[4]
         # SpanContext's own __new__ checks ids these are by construction: its tuple made directly
-        # (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid)
         flags = _SAMPLED if self.provider.sampler(parent, trace_id) else _UNSAMPLED
         return parent, _context(SpanContext, (trace_id, getrandbits(64) or 1, False, flags, state, True))
 

@@ -72,6 +72,19 @@ class TracingObserver(Observer):
         #: mcpkit's lean tracer: the SERVER span's sampling decided before its attributes are made
         self._lean: Any = self.tracer if isinstance(self.tracer, LeanTracer) else None
         self._unrecorded = trace.NonRecordingSpan
+        #: with the lean tracer and the API's default runtime context (a ContextVar holding a
+        #: Context), the SERVER span reads and sets that variable itself: the same contexts the
+        #: API's get_current_span / set_span_in_context / attach / detach make, without their
+        #: layers of calls. None: through the API.
+        self._var: Any = None
+        from opentelemetry.context.context import Context
+        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+        from opentelemetry.trace.propagation import _SPAN_KEY
+
+        runtime = getattr(context, "_RUNTIME_CONTEXT", None)
+        if self._lean is not None and type(runtime) is ContextVarsRuntimeContext:
+            self._var = runtime._current_context
+        self._Context, self._SPAN_KEY, self._Span = Context, _SPAN_KEY, trace.Span
 
     # -- requests ------------------------------------------------------------------------------
     def request(self, rec: RequestRecord) -> "_ServerSpan":
@@ -123,7 +136,7 @@ class TracingObserver(Observer):
 class _ServerSpan:
     """The SERVER span of one request, current (contextvars) while the request is served."""
 
-    __slots__ = ("obs", "rec", "span", "token")
+    __slots__ = ("obs", "rec", "span", "token", "recording")
 
     def __init__(self, obs: TracingObserver, rec: RequestRecord) -> None:
         self.obs = obs
@@ -132,6 +145,22 @@ class _ServerSpan:
     def __enter__(self) -> Any:
         obs = self.obs
         ctx, links = obs.parent(self.rec.meta, self.rec.headers)
+        var = obs._var
+        if var is not None:  # the lean tracer on the default runtime context: no API layers between
+            base = var.get() if ctx is None else ctx
+            key = obs._SPAN_KEY
+            current = base.get(key)
+            parent, sc = obs._lean.decide_under(current.get_span_context() if isinstance(current, obs._Span) else None)
+            if sc[3] & 1:  # sampled (its trace flags)
+                name, attrs = self._describe()
+                span = obs._lean.recorded(name, sc, parent, obs._SERVER, attrs, links)
+            else:
+                span = obs._unrecorded(sc)
+            self.span, self.recording = span, bool(sc[3] & 1)
+            values = dict(base)
+            values[key] = span
+            self.token = var.set(obs._Context(values))
+            return span
         lean = obs._lean
         if lean is None:
             name, attrs = self._describe()
@@ -143,7 +172,7 @@ class _ServerSpan:
                 span = lean.recorded(name, sc, parent, obs._SERVER, attrs, links)
             else:
                 span = obs._unrecorded(sc)
-        self.span = span
+        self.span, self.recording = span, span.is_recording()
         self.token = obs._context.attach(obs._trace.set_span_in_context(span, ctx))
         return span
 
@@ -168,8 +197,14 @@ class _ServerSpan:
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
         obs, rec, span = self.obs, self.rec, self.span
-        obs._context.detach(self.token)
-        if not span.is_recording():  # unsampled: nothing to record
+        if obs._var is None:
+            obs._context.detach(self.token)
+        else:
+            try:
+                obs._var.reset(self.token)
+            except ValueError:  # not the context it was set in: logged, as the API's detach does
+                log.exception("traces: the context before the request's span could not be restored")
+        if not self.recording:  # unsampled: nothing to record
             return
         error = rec.error_type
         if not rec.duration:  # left before it was answered: cancelled, or a bug
