@@ -264,6 +264,38 @@ def test_the_server_span_is_current_for_spans_started_inside_it() -> None:
     assert server.attributes["jsonrpc.request.id"] == "5" and server.status.status_code is StatusCode.ERROR
 
 
+@pytest.mark.parametrize("path", ["own", "api"])
+def test_the_server_span_continues_the_current_context_and_restores_it(path: str) -> None:
+    """With the lean tracer the SERVER span sets the API's context variable itself ("own");
+    through the API ("api", any other runtime context) the result must be the same: a span
+    current before the request is its parent, the context's other values stay visible inside,
+    and the context before is current again after."""
+    from mcpkit.protocol.jsonrpc import Answer
+    from mcpkit.server.observe import RequestRecord
+    from mcpkit.server.tracing import TracingObserver
+
+    p, kept = provider()
+    obs = TracingObserver(p)
+    assert obs._var is not None  # the API's default runtime context: the own path is the one taken
+    if path == "api":
+        obs._var = None
+    outer = p.get_tracer("outer").start_span("outer")
+    key = context.create_key("kept-value")
+    token = context.attach(context.set_value(key, "here", trace.set_span_in_context(outer)))
+    try:
+        before = context.get_current()
+        rec = RequestRecord("tools/call", 9, "stdio", None, "2026-07-28", "greet", None, None, "c")
+        with obs.request(rec) as server:
+            assert trace.get_current_span() is server and context.get_value(key) == "here"
+            rec.finish(Answer(9, {"content": [], "isError": False}))
+        assert context.get_current() is before and trace.get_current_span() is outer
+    finally:
+        context.detach(token)
+    (ended,) = kept.spans
+    assert ended is server and server.parent == outer.get_span_context()
+    assert server.context.trace_id == outer.get_span_context().trace_id
+
+
 def test_span_contexts_are_what_the_api_would_make() -> None:
     """The lean tracer builds its SpanContext tuples directly: they must equal the API's own."""
     p, _ = provider()
