@@ -336,6 +336,9 @@ def test_sessions_and_streams_are_gauged(hello: Any) -> None:
         assert wait_until(settled, 10), scrape(server)[1]
         ended = samples(scrape(server)[1], "mcp_server_session_duration_seconds_count")
         assert list(ended.values()) == [1]
+        # the protocol core answers initialize itself; it is an operation like any other
+        opened = samples(scrape(server)[1], "mcp_server_operation_duration_seconds_count", mcp_method_name="initialize")
+        assert list(opened.values()) == [3] and 'mcp_protocol_version="2025-11-25"' in next(iter(opened)), opened
 
 
 def test_metrics_from_elsewhere_need_the_token() -> None:

@@ -91,6 +91,7 @@ def test_stdio_spans_and_a_traceparent_in_meta() -> None:
             assert srv.request("tools/list")["result"]["tools"]
             srv.send({"jsonrpc": "2.0", "method": "notifications/roots/list_changed", "params": {"_meta": {"traceparent": TRACEPARENT}}})
             assert srv.request("ping") is not None
+            assert srv.request("logging/setLevel", {"level": "loud"})["error"]["code"] == -32602  # refused by the core
             assert srv.close() == 0  # stdin closed: the server ends and flushes its spans
         otlp.wait_for(lambda: otlp.named("notifications/roots/list_changed"))
         check_tool_spans(otlp, "on-stdio", "pipe", "2025-11-25", None)
@@ -105,7 +106,15 @@ def test_stdio_spans_and_a_traceparent_in_meta() -> None:
         assert prompt.attributes["gen_ai.prompt.name"] == "summarize" and "gen_ai.operation.name" not in prompt.attributes
         listed = one(otlp.named("tools/list"))
         assert (listed.kind, listed.status) == ("SERVER", "UNSET") and "gen_ai.tool.name" not in listed.attributes
-        assert not otlp.named("initialize") and not otlp.named("ping")  # answered by the protocol core: no span
+        # answered by the protocol core itself, recorded like any other request
+        init = one(otlp.named("initialize"))
+        assert (init.kind, init.status, init.parent_id) == ("SERVER", "UNSET", "")
+        assert init.attributes == {"mcp.method.name": "initialize", "network.transport": "pipe",
+                                   "mcp.protocol.version": "2025-11-25", "jsonrpc.request.id": "1001"}
+        assert one(otlp.named("ping")).attributes["mcp.method.name"] == "ping"
+        refused = one(otlp.named("logging/setLevel"))
+        assert refused.status == "ERROR" and refused.attributes["error.type"] == "-32602"
+        assert not otlp.named("notifications/initialized")
         note = one(otlp.named("notifications/roots/list_changed"))
         assert (note.kind, note.trace_id, note.parent_id) == ("SERVER", CALLER_TRACE, CALLER_SPAN)
         assert note.attributes == {"mcp.method.name": "notifications/roots/list_changed", "network.transport": "pipe"}
@@ -116,6 +125,10 @@ def test_http_spans_and_traceparent_from_meta_and_header() -> None:
     with OtlpReceiver() as otlp:
         with HttpServer(*SERVE_PLUGIN, "--traces", env=otlp.env("on-http")) as srv:
             sid = srv.initialize()
+            # initialize, answered by the protocol core: a span too, continuing the POST's header
+            opened = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "tr", "version": "0"}}
+            status, init_headers, _ = srv.rpc("initialize", opened, headers={"traceparent": HEADER_TRACEPARENT}, rid=99)
+            assert status == 200
             assert srv.rpc("tools/call", tool_call("work", {"n": 2}), session=sid)[0] == 200
             assert srv.rpc("tools/call", tool_call("broken"), session=sid)[2]["result"]["isError"] is True
             assert srv.rpc("tools/call", tool_call("no_such_tool"), session=sid)[2]["error"]["code"] == -32602
@@ -132,6 +145,9 @@ def test_http_spans_and_traceparent_from_meta_and_header() -> None:
                     headers=modern_headers("tools/call", "work_in_thread"), rid="s2")
             assert srv.stop() == 0  # SIGTERM: the spans still waiting are exported before it exits
         check_tool_spans(otlp, "on-http", "tcp", "2025-11-25", sid)
+        init = one([s for s in otlp.named("initialize") if s.attributes["jsonrpc.request.id"] == "99"])
+        assert (init.kind, init.trace_id, init.parent_id) == ("SERVER", HEADER_TRACE, HEADER_SPAN)
+        assert init.attributes["mcp.session.id"] == init_headers["mcp-session-id"]
         by_header = one([s for s in otlp.named("tools/call work") if s.attributes["jsonrpc.request.id"] == "7"])
         assert (by_header.trace_id, by_header.parent_id, by_header.links) == (HEADER_TRACE, HEADER_SPAN, [])
         assert by_header.attributes["mcp.session.id"] == sid

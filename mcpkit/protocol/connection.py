@@ -102,6 +102,9 @@ class Reply:
     """An answer to send back at once (lifecycle answers and protocol errors)."""
 
     answer: Answer
+    #: the lifecycle request it answers (initialize, ping, logging/setLevel, resources/subscribe,
+    #: resources/unsubscribe), for observers; None for a protocol error
+    request: Message | None = None
 
 
 @dataclass(slots=True)
@@ -191,7 +194,7 @@ class ServerConnection:
         try:
             event = self._request(msg, stateless, headers)
         except ProtocolError as exc:
-            return [Reply(Answer.failure(msg.id, exc))]  # type: ignore[arg-type]
+            return [Reply(Answer.failure(msg.id, exc), msg)]  # type: ignore[arg-type]
         except Exception:  # a bug here must cost one answer, never the connection
             logging.getLogger("mcpkit.protocol").exception("internal error handling %s", msg.method)
             return [Reply(Answer.failure(msg.id, ProtocolError(jsonrpc.INTERNAL_ERROR, "Internal error")))]  # type: ignore[arg-type]
@@ -254,9 +257,9 @@ class ServerConnection:
         rid = msg.id
         assert isinstance(rid, (int, str))
         if method == "ping":
-            return Reply(Answer(rid, {}))
+            return Reply(Answer(rid, {}), msg)
         if method == "initialize":
-            return Reply(Answer(rid, self._initialize(msg)))
+            return Reply(Answer(rid, self._initialize(msg)), msg)
         if not self.allow_handshake:
             raise ProtocolError(jsonrpc.INVALID_REQUEST, "Invalid Request: this endpoint serves only stateless requests")
         if self.version is None:
@@ -264,7 +267,7 @@ class ServerConnection:
         if method == "logging/setLevel":
             self.log_level = jsonrpc.decode_params(msg.params, SetLevelParams).level
             self.revision += 1
-            return Reply(Answer(rid, {}))
+            return Reply(Answer(rid, {}), msg)
         if method in ("resources/subscribe", "resources/unsubscribe"):
             uri = jsonrpc.decode_params(msg.params, SubscribeParams).uri
             if method == "resources/subscribe":
@@ -273,7 +276,7 @@ class ServerConnection:
             else:
                 self.subscriptions.discard(uri)
                 self.revision += 1
-            return Reply(Answer(rid, {}))
+            return Reply(Answer(rid, {}), msg)
         return RequestReceived(
             rid, method, msg.params, features(self.version), None,
             self.client_info, self.client_capabilities, self.log_level, owner=self.owner,

@@ -52,6 +52,8 @@ class Send:
     answer: Answer
     request: RequestReceived | None = None
     origin: Any = None
+    #: the lifecycle request the protocol core answered itself (a Reply's), for observers
+    lifecycle: Any = None
 
 
 @dataclass(slots=True)
@@ -214,7 +216,7 @@ class ServerSession:
             else:
                 out.append(Run(ev, origin, group is not None))
         elif isinstance(ev, Reply):
-            out.append(Send(ev.answer, None, origin))
+            out.append(Send(ev.answer, None, origin, ev.request))
         elif isinstance(ev, CancelRequested):
             out.append(Cancel(ev.request_id, ev.reason, ev.request_id in self.running))
         elif isinstance(ev, ResponseReceived):

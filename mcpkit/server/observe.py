@@ -94,6 +94,26 @@ class RequestRecord:
                    meta if isinstance(meta, dict) else None, headers if headers is not None else req.headers,
                    info.get("name") if info else None)
 
+    @classmethod
+    def answered(cls, msg: Any, answer: Answer, transport: str, session_id: str | None, version: str | None,
+                 client_info: dict[str, Any] | None, headers: dict[str, str] | None = None) -> "RequestRecord":
+        """A request the protocol core answered itself (a lifecycle request, a refusal): ``msg``
+        the request's decoded message. An ``initialize`` carries the version it agreed on."""
+        method = msg.method if isinstance(msg.method, str) else ""
+        meta = target = None
+        if isinstance(msg.params, msgspec.Raw):
+            try:
+                typed = jsonrpc.decode_params(msg.params, _Envelope)
+                meta = typed.meta if isinstance(typed.meta, dict) else None
+                if method in ("resources/subscribe", "resources/unsubscribe"):
+                    target = getattr(typed, "uri", None)
+            except Exception:  # bad params: the answer says so; observers see no meta
+                pass
+        if method == "initialize" and isinstance(answer.result, dict):
+            version = answer.result.get("protocolVersion", version)
+        return cls(method, answer.id, transport, session_id, version or "", target, meta, headers,
+                   client_info.get("name") if client_info else None)
+
     def finish(self, answer: Answer | None) -> None:
         self.duration = time.perf_counter() - self.started
         if answer is None:

@@ -111,7 +111,10 @@ class SessionRunner:
                     assert self.nursery is not None, "a session that spawns requests needs a nursery"
                     self.nursery.start_soon(self.serve, action, name=_TASK_NAME)
             elif isinstance(action, Send):
-                await self.outlet.reply(action.answer, action.origin)
+                if action.lifecycle is not None and self.dispatcher.app.observers:
+                    await self._reply_observed(action)
+                else:
+                    await self.outlet.reply(action.answer, action.origin)
             elif isinstance(action, SendBatch):
                 await self.outlet.send_batch(action.answers, action.origin)
             elif isinstance(action, Cancel):
@@ -127,6 +130,21 @@ class SessionRunner:
                 observers = self.dispatcher.app.observers
                 if observers:
                     observers.notification(action.method, self.transport, self.session_id, _meta_of(action.params))
+
+    async def _reply_observed(self, action: Send) -> None:
+        """Send the protocol core's own answer to a request (initialize, ping, a refusal)
+        inside what observers make of it: a span and a duration like any other request's."""
+        conn = self.core.conn
+        rec = RequestRecord.answered(action.lifecycle, action.answer, self.transport, self.session_id, conn.version,
+                                     conn.client_info, getattr(action.origin, "headers", None))
+        try:
+            with self.dispatcher.app.observers.request(rec):
+                await self.outlet.reply(action.answer, action.origin)
+                rec.finish(action.answer)
+        finally:
+            if not rec.duration:
+                rec.finish(None)
+            self.dispatcher.app.observers.ended(rec)
 
     def resolve(self, action: Resolve) -> bool:
         """Wake the server-to-client request the client answered; False if none waits here."""

@@ -162,7 +162,7 @@ class Streamable:
             return
         if ex.principal is not None:
             session.owner = ex.principal.owner  # only its owner may use it
-        post = PostOrigin()
+        post = PostOrigin(ex.headers if self.app.observers else None)  # its trace context, when watched
         await session.runner.execute(session.core.receive_message(msg, origin=post))
         (answer,) = post.replies
         if answer.error is not None:
