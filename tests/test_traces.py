@@ -12,12 +12,13 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from .gateway_helpers import write_config
 from .helpers import MCPKIT, Server, modern_meta
-from .http_helpers import HttpServer, modern_headers
+from .http_helpers import HttpServer, modern_headers, sse_events
 from .otlp_receiver import OtlpReceiver, Span
 
 pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra (make install adds it)")
@@ -158,6 +159,39 @@ def test_http_spans_and_traceparent_from_meta_and_header() -> None:
         assert s1.attributes == {"mcp.method.name": "tools/call", "network.transport": "tcp", "network.protocol.name": "http",
                                  "mcp.protocol.version": "2026-07-28", "jsonrpc.request.id": "s1",
                                  "gen_ai.tool.name": "work_in_thread", "gen_ai.operation.name": "execute_tool"}
+
+
+def test_legacy_sse_spans_take_the_post_header() -> None:
+    """The legacy HTTP+SSE transport: answers travel on the GET stream, the trace context on the
+    POST /messages that carried the request (its traceparent header, then _meta)."""
+    with OtlpReceiver() as otlp:
+        with HttpServer(*SERVE_PLUGIN, "--traces", env=otlp.env("on-sse")) as srv:
+            c = srv.conn()
+            c.request("GET", "/sse", headers={"Accept": "text/event-stream"})
+            resp = c.getresponse()
+            events = sse_events(resp)
+            endpoint = next(events)["data"]
+            sid = endpoint.split("session_id=")[1]
+
+            def post(msg: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+                status = srv.call("POST", endpoint, msg, headers or {})[0]
+                assert status == 202
+                return json.loads(next(e for e in events if e.get("event") == "message")["data"])
+
+            opened = {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "sse", "version": "0"}}
+            assert post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": opened})["result"]
+            c2 = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            assert srv.call("POST", endpoint, c2, {})[0] == 202
+            reply = post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": tool_call("work", {"n": 3})},
+                         {"traceparent": HEADER_TRACEPARENT})
+            assert reply["result"]["content"][0]["text"] == "worked 3"
+            c.close()
+            assert srv.stop() == 0
+        work = one(otlp.named("tools/call work", "on-sse"))
+        assert (work.trace_id, work.parent_id) == (HEADER_TRACE, HEADER_SPAN)
+        assert work.attributes["mcp.session.id"] == sid and work.attributes["network.transport"] == "tcp"
+        init = one(otlp.named("initialize", "on-sse"))
+        assert init.attributes["mcp.protocol.version"] == "2024-11-05" and init.parent_id == ""
 
 
 def test_every_worker_exports_its_spans() -> None:

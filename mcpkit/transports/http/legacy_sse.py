@@ -75,6 +75,15 @@ class _LegacySession:
         return None
 
 
+class _Post:
+    """A POST /messages, as its requests' origin: its headers, for observers."""
+
+    __slots__ = ("headers",)
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        self.headers = headers
+
+
 class LegacySse:
     def __init__(self, app: App) -> None:
         self.app = app
@@ -170,7 +179,9 @@ class LegacySse:
             await ex.respond(503, error_body(jsonrpc.INTERNAL_ERROR, "Service Unavailable: the server is shutting down"), [(b"retry-after", b"5")])
             return
         body = await ex.read_body(self.app.settings.max_message_bytes)
-        actions = session.core.receive(body)
+        # the answers go down the stream whatever the origin; it carries the POST's headers (trace
+        # context) to observers, kept only when some watch
+        actions = session.core.receive(body, origin=_Post(ex.headers) if self.app.observers else None)
         for action in actions:
             if isinstance(action, Run):
                 action.request.principal = ex.principal
