@@ -345,3 +345,33 @@ def test_values_that_differ_every_time_encode_as_the_reference_writes_them() -> 
         assert ours == reference
     got = [sp.attributes[1].value.string_value for sp in ours.resource_spans[0].scope_spans[0].spans]
     assert got == ids
+
+
+def test_every_observer_sees_the_params_a_server_request_is_sent_with() -> None:
+    """Observers.asking with several members: each gets the params the one before it left (the
+    tracer's context in ``_meta``), and the tracer's CLIENT span ends with the request."""
+    import contextlib
+
+    from mcpkit.server.observe import Observer, Observers
+    from mcpkit.server.tracing import TracingObserver
+
+    p, kept = provider()
+    seen: list[dict[str, Any]] = []
+
+    class Seen(Observer):
+        @contextlib.contextmanager
+        def asking(self, method: str, params: dict[str, Any], transport: str, session_id: str | None) -> Any:
+            seen.append(params)
+            yield params
+
+    watching = Observers()
+    watching.add(TracingObserver(p))
+    watching.add(Seen())
+    given = {"messages": [], "_meta": {"progressToken": 3}}
+    with watching.asking("sampling/createMessage", given, "stdio", None) as sent:
+        assert seen == [sent] and sent["_meta"]["progressToken"] == 3 and "traceparent" in sent["_meta"]
+        assert kept.spans == []
+    (span,) = kept.spans
+    assert (span.name, span.kind) == ("sampling/createMessage", SpanKind.CLIENT)
+    assert sent["_meta"]["traceparent"] == f"00-{span.context.trace_id:032x}-{span.context.span_id:016x}-01"
+    assert given == {"messages": [], "_meta": {"progressToken": 3}}  # the caller's params untouched

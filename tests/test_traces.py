@@ -161,6 +161,35 @@ def test_http_spans_and_traceparent_from_meta_and_header() -> None:
                                  "gen_ai.tool.name": "work_in_thread", "gen_ai.operation.name": "execute_tool"}
 
 
+def test_a_server_request_is_a_client_span_with_its_context_in_meta() -> None:
+    """An elicitation the tool sends (handshake era, stdio): a CLIENT span, child of the
+    request's SERVER span, its traceparent in the sent request's params._meta; a client that
+    answers with an error marks it."""
+    with OtlpReceiver() as otlp:
+        with Server(*SERVE_PLUGIN, "--traces", env=otlp.env("asks")) as srv:
+            srv.initialize(capabilities={"elicitation": {}})
+            srv.send({"jsonrpc": "2.0", "id": "a1", "method": "tools/call", "params": tool_call("ask_name", {}, {"traceparent": TRACEPARENT})})
+            ask = srv.recv()
+            assert ask["method"] == "elicitation/create"
+            sent = ask["params"]["_meta"]["traceparent"]
+            srv.send({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": "Lin"}}})
+            assert srv.recv()["result"]["content"][0]["text"] == "Hello, Lin!"
+            srv.send({"jsonrpc": "2.0", "id": "a2", "method": "tools/call", "params": tool_call("ask_name", {})})
+            ask = srv.recv()
+            srv.send({"jsonrpc": "2.0", "id": ask["id"], "error": {"code": -32603, "message": "no user here"}})
+            assert srv.recv()["result"]["isError"] is True
+            assert srv.close() == 0
+        tool = one([s for s in otlp.named("tools/call ask_name") if s.attributes["jsonrpc.request.id"] == "a1"])
+        asked = [s for s in otlp.named("elicitation/create") if s.trace_id == CALLER_TRACE]
+        (client,) = asked
+        mw = one(children(otlp, tool))  # the tool runs under the plugin's middleware span
+        assert (client.kind, client.parent_id, client.status) == ("CLIENT", mw.span_id, "UNSET")
+        assert client.attributes["mcp.method.name"] == "elicitation/create" and client.attributes["network.transport"] == "pipe"
+        assert sent == f"00-{client.trace_id}-{client.span_id}-01"  # the client gets the CLIENT span as its parent
+        failed = one([s for s in otlp.named("elicitation/create") if s.trace_id != CALLER_TRACE])
+        assert failed.status == "ERROR" and failed.attributes["error.type"] == "PeerError"
+
+
 def test_legacy_sse_spans_take_the_post_header() -> None:
     """The legacy HTTP+SSE transport: answers travel on the GET stream, the trace context on the
     POST /messages that carried the request (its traceparent header, then _meta)."""

@@ -1,5 +1,5 @@
 """A plugin for the trace tests (served by path): a tool that starts a span of its own (it must
-be a child of the request's span), a tool that fails, one that tells whether OpenTelemetry is loaded, and a middleware (its span
+be a child of the request's span), a tool that fails, one that tells whether OpenTelemetry is loaded, one that elicits, and a middleware (its span
 sits between the request's and the tool's)."""
 
 from __future__ import annotations
@@ -42,6 +42,14 @@ def otel_modules() -> list[str]:
     return sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry")
 
 
+@mcpkit.tool
+async def ask_name(ctx: mcpkit.Context) -> str:
+    """Ask the client for a name (elicitation: a server-to-client request, its own CLIENT span)."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    answer = await ctx.elicit("Your name?", schema, key="name")
+    return f"Hello, {answer.get('content', {}).get('name')}!"
+
+
 @mcpkit.resource("traced://notes/{name}", name="note", mime_type="text/plain")
 async def note(name: str) -> str:
     return f"a note called {name}"
@@ -60,7 +68,7 @@ async def audit(call: Any, call_next: Any) -> dict[str, Any]:
 
 @mcpkit.hookimpl
 def mcpkit_tools(config: dict) -> list:
-    return [work, work_in_thread, broken, otel_modules]
+    return [work, work_in_thread, broken, otel_modules, ask_name]
 
 
 @mcpkit.hookimpl

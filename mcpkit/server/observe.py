@@ -21,7 +21,7 @@ truth test per request and nothing else.
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Union
 
@@ -148,6 +148,12 @@ class Observer:
     def notification(self, method: str, transport: str, session_id: str | None, meta: dict[str, Any] | None) -> None:
         pass
 
+    def asking(self, method: str, params: dict[str, Any], transport: str,
+               session_id: str | None) -> AbstractContextManager[dict[str, Any]]:
+        """Around a request the server sends the client (sampling, elicitation, roots) until
+        its answer: gives the params to send (a tracer adds its context to ``_meta``)."""
+        return nullcontext(params)
+
     def session_opened(self, transport: str, session_id: str | None) -> None:
         pass
 
@@ -210,6 +216,12 @@ class Observers(Observer):
         for m in self.members:
             m.notification(method, transport, session_id, meta)
 
+    def asking(self, method: str, params: dict[str, Any], transport: str,
+               session_id: str | None) -> AbstractContextManager[dict[str, Any]]:
+        if len(self.members) == 1:
+            return self.members[0].asking(method, params, transport, session_id)
+        return _asking_each(self.members, method, params, transport, session_id)
+
     def session_opened(self, transport: str, session_id: str | None) -> None:
         for m in self.members:
             m.session_opened(transport, session_id)
@@ -229,3 +241,13 @@ class Observers(Observer):
     def rejected(self, reason: str, transport: str) -> None:
         for m in self.members:
             m.rejected(reason, transport)
+
+
+@contextmanager
+def _asking_each(members: list[Observer], method: str, params: dict[str, Any], transport: str,
+                 session_id: str | None) -> Iterator[dict[str, Any]]:
+    """Every observer around a server-to-client request, each given the params the one before left."""
+    with ExitStack() as stack:
+        for m in members:
+            params = stack.enter_context(m.asking(method, params, transport, session_id))
+        yield params

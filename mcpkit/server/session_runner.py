@@ -221,6 +221,13 @@ class SessionRunner:
         """Send a server-to-client request on ``channel`` and wait for the client's answer."""
         if not channel.can_ask:
             raise PeerError(f"{method} cannot be sent here (server-to-client requests do not travel inside a batch)")
+        observers = self.dispatcher.app.observers
+        if not observers:
+            return await self._ask(channel, method, params)
+        with observers.asking(method, params, self.transport, self.session_id) as sent:  # a tracer's CLIENT span
+            return await self._ask(channel, method, sent)
+
+    async def _ask(self, channel: Channel, method: str, params: dict[str, Any]) -> Any:
         rid, frame = self.core.ask(method, params)
         done, box = trio.Event(), []
         self._waiting[rid] = (done, box)

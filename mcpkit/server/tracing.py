@@ -30,7 +30,7 @@ import contextlib
 import logging
 import os
 import sys
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 
 import trio
 
@@ -65,7 +65,7 @@ class TracingObserver(Observer):
         self.tracer = provider.get_tracer("mcpkit", __version__)
         self._context, self._propagate, self._trace = context, propagate, trace
         self._Link, self._Status, self._ERROR = Link, Status, StatusCode.ERROR
-        self._SERVER, self._INTERNAL = SpanKind.SERVER, SpanKind.INTERNAL
+        self._SERVER, self._INTERNAL, self._CLIENT = SpanKind.SERVER, SpanKind.INTERNAL, SpanKind.CLIENT
         self._fields: tuple[Any, frozenset[str]] = (None, frozenset())
         from .lean_trace import LeanTracer
 
@@ -125,6 +125,21 @@ class TracingObserver(Observer):
     def notification(self, method: str, transport: str, session_id: str | None, meta: dict[str, Any] | None) -> None:
         ctx, links = self.parent(meta, None)
         self.tracer.start_span(method, ctx, self._SERVER, self.attributes(method, transport, session_id, None), links).end()
+
+    @contextlib.contextmanager
+    def asking(self, method: str, params: dict[str, Any], transport: str, session_id: str | None) -> Iterator[dict[str, Any]]:
+        """A CLIENT span around a server-to-client request (a child of the request's SERVER span
+        that asks), its context written into the sent request's ``params._meta``."""
+        attrs = self.attributes(method, transport, session_id, None)
+        with self.tracer.start_as_current_span(method, kind=self._CLIENT, attributes=attrs) as span:
+            meta = params.get("_meta")
+            carrier: dict[str, Any] = dict(meta) if isinstance(meta, dict) else {}
+            self._propagate.inject(carrier)
+            try:
+                yield {**params, "_meta": carrier} if carrier else params
+            except Exception as exc:
+                span.set_attribute("error.type", type(exc).__qualname__)
+                raise
 
     def middleware(self, mw: Any, call: Any) -> Any:
         attrs = {"mcpkit.middleware.name": mw.name, "mcp.method.name": call.method}
