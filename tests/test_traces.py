@@ -144,8 +144,15 @@ def test_http_spans_and_traceparent_from_meta_and_header() -> None:
             assert status == 200 and reply["result"]["content"][0]["text"] == "worked 1 in a thread"
             srv.rpc("tools/call", tool_call("work_in_thread", {"n": 2}, modern_meta(traceparent=TRACEPARENT)),
                     headers=modern_headers("tools/call", "work_in_thread"), rid="s2")
+            # refused by the protocol core before any handler (its Mcp-Name header names another tool)
+            refused = {**modern_headers("tools/call", "other"), "traceparent": HEADER_TRACEPARENT}
+            status, _, reply = srv.rpc("tools/call", tool_call("work", {}, modern_meta()), headers=refused, rid="bad")
+            assert status == 400 and reply["error"]["code"] < 0
             assert srv.stop() == 0  # SIGTERM: the spans still waiting are exported before it exits
         check_tool_spans(otlp, "on-http", "tcp", "2025-11-25", sid)
+        bad = one([s for s in otlp.named("tools/call work") if s.attributes["jsonrpc.request.id"] == "bad"])
+        assert (bad.status, bad.trace_id, bad.parent_id) == ("ERROR", HEADER_TRACE, HEADER_SPAN)
+        assert bad.attributes["error.type"] == str(reply["error"]["code"]) and bad.attributes["gen_ai.tool.name"] == "work"
         init = one([s for s in otlp.named("initialize") if s.attributes["jsonrpc.request.id"] == "99"])
         assert (init.kind, init.trace_id, init.parent_id) == ("SERVER", HEADER_TRACE, HEADER_SPAN)
         assert init.attributes["mcp.session.id"] == init_headers["mcp-session-id"]

@@ -105,8 +105,8 @@ class RequestRecord:
             try:
                 typed = jsonrpc.decode_params(msg.params, _Envelope)
                 meta = typed.meta if isinstance(typed.meta, dict) else None
-                if method in ("resources/subscribe", "resources/unsubscribe"):
-                    target = getattr(typed, "uri", None)
+                target = (typed.name if method in ("tools/call", "prompts/get")
+                          else typed.uri if method.startswith("resources/") else None)
             except Exception:  # bad params: the answer says so; observers see no meta
                 pass
         if method == "initialize" and isinstance(answer.result, dict):

@@ -9,8 +9,9 @@ provides an :class:`Outlet` — where bytes go — and nothing else.
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 import msgspec
 import trio
@@ -112,7 +113,8 @@ class SessionRunner:
                     self.nursery.start_soon(self.serve, action, name=_TASK_NAME)
             elif isinstance(action, Send):
                 if action.lifecycle is not None and self.dispatcher.app.observers:
-                    await self._reply_observed(action)
+                    await self.reply_observed(action, functools.partial(self.outlet.reply, action.answer, action.origin),
+                                              getattr(action.origin, "headers", None))
                 else:
                     await self.outlet.reply(action.answer, action.origin)
             elif isinstance(action, SendBatch):
@@ -131,15 +133,17 @@ class SessionRunner:
                 if observers:
                     observers.notification(action.method, self.transport, self.session_id, _meta_of(action.params))
 
-    async def _reply_observed(self, action: Send) -> None:
-        """Send the protocol core's own answer to a request (initialize, ping, a refusal)
-        inside what observers make of it: a span and a duration like any other request's."""
+    async def reply_observed(self, action: Send, send: Callable[[], Awaitable[Any]],
+                             headers: dict[str, str] | None) -> None:
+        """Send (``send``) the protocol core's own answer to a request (initialize, ping, a
+        refusal) inside what observers make of it: a span and a duration like any other
+        request's; ``headers`` those of the HTTP request that carried it (its trace context)."""
         conn = self.core.conn
         rec = RequestRecord.answered(action.lifecycle, action.answer, self.transport, self.session_id, conn.version,
-                                     conn.client_info, getattr(action.origin, "headers", None))
+                                     conn.client_info, headers)
         try:
             with self.dispatcher.app.observers.request(rec):
-                await self.outlet.reply(action.answer, action.origin)
+                await send()
                 rec.finish(action.answer)
         finally:
             if not rec.duration:

@@ -6,6 +6,7 @@ handshake-era session — and maps their actions to HTTP: status codes, JSON bod
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from typing import Any
 
@@ -122,9 +123,13 @@ class Streamable:
             channel.observers = observers
         (action,) = self.stateless.receive_message(msg, stateless=True, headers=ex.headers, origin=channel)
         if not isinstance(action, Run):  # refused before it ran (headers, envelope, version, busy)
+            answer = functools.partial(respond_with, ex, action.answer, self.step_up)
             if observers and busy_status(action.answer):
                 observers.rejected("limits", "http")
-            await respond_with(ex, action.answer, self.step_up)
+            if observers and action.lifecycle is not None:  # the protocol core's refusal: a request like any other
+                await self.stateless_runner.reply_observed(action, answer, ex.headers)
+            else:
+                await answer()
             return
         action.request.principal = ex.principal
         try:
