@@ -417,10 +417,21 @@ class RedisLink:
 
 
 def _kind(exc: BaseException) -> str:
-    """The name of what went wrong, looking inside exception groups (coredis's task groups)."""
+    """The name of what went wrong, looking inside exception groups (coredis's task groups), and
+    what it says ("Connection refused", an untrusted TLS certificate): a connection failure's
+    text, which never holds the password (error replies go through :func:`reply_text`)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return type(exc).__name__
+    said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    inner = exc.__cause__ or exc.__context__  # a client library's wrapper around the system's error
+    for _ in range(3):
+        if inner is None:
+            break
+        if isinstance(inner, OSError) and str(inner):
+            said += f" ({type(inner).__name__}: {inner})"
+            break
+        inner = inner.__cause__ or inner.__context__
+    return said[:300]
 
 
 def reply_text(exc: BaseException) -> str:

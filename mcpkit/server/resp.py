@@ -410,7 +410,11 @@ class RespPool:
             if self.scheme == "rediss":
                 stream = trio.SSLStream(trio.SocketStream(trio.socket.from_stdlib_socket(sock)),
                                         ssl.create_default_context(), server_hostname=self.host)
-                await stream.do_handshake()
+                try:
+                    await stream.do_handshake()
+                except trio.BrokenResourceError as exc:  # an OSError, as every other way Redis is out of reach
+                    raise ConnectionError(f"TLS handshake with Redis at {self.host}:{self.port} failed: "
+                                          f"{exc.__cause__ or exc}") from None
                 conn = RespConnection(_TlsIo(stream))
             else:
                 conn = RespConnection(_PlainIo(sock))
