@@ -8,7 +8,7 @@ reads the other processes' messages, each once, and never its own."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import pytest
 import trio
@@ -177,34 +177,40 @@ def test_a_stuck_connection_is_closed_by_a_caller_that_gives_up(redis: RedisServ
     trio.run(main)
 
 
+async def killed_mid_pipeline(pool: RespPool, kill: Callable[[int], Awaitable[Any]]) -> None:
+    """Three commands pending on ``pool``'s connection when ``kill(client id)`` drops it: each
+    fails with an OSError, the one answered before does not, and the next command connects
+    again (the killed one's queued commands never ran). Shared with the TLS tests."""
+    (client_id,) = await pool.execute(("CLIENT", "ID"))
+    outcome: dict[str, Any] = {}
+
+    async def run(name: str, *commands: tuple[Any, ...]) -> None:
+        try:
+            outcome[name] = await pool.execute(*commands)
+        except OSError as exc:
+            outcome[name] = exc
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run, "done", ("SET", "done", "1"))
+        await trio.sleep(0.05)  # answered before the drop
+        nursery.start_soon(run, "blocked", ("BLPOP", "nothing", "5"))
+        await trio.sleep(0.02)  # the others are written after it (one pass runs tasks in any order)
+        nursery.start_soon(run, "behind1", ("SET", "behind1", "1"))
+        nursery.start_soon(run, "behind2", ("INCR", "behind2"), ("PING",))
+        await trio.sleep(0.1)
+        assert pool._conn is not None and len(pool._conn.pending) == 3
+        await kill(client_id)
+    assert outcome["done"] == [b"OK"]
+    for name in ("blocked", "behind1", "behind2"):
+        assert isinstance(outcome[name], OSError), outcome
+    assert await pool.execute(("GET", "done"), ("EXISTS", "behind1", "behind2")) == [b"1", 0]
+    assert pool.connections == 2
+
+
 def test_a_connection_dropped_mid_pipeline_fails_exactly_the_pending_commands(redis: RedisServer) -> None:
     async def main() -> None:
         pool = RespPool(redis.url)
-        (client_id,) = await pool.execute(("CLIENT", "ID"))
-        outcome: dict[str, Any] = {}
-
-        async def run(name: str, *commands: tuple[Any, ...]) -> None:
-            try:
-                outcome[name] = await pool.execute(*commands)
-            except OSError as exc:
-                outcome[name] = exc
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run, "done", ("SET", "done", "1"))
-            await trio.sleep(0.05)  # answered before the drop
-            nursery.start_soon(run, "blocked", ("BLPOP", "nothing", "5"))
-            await trio.sleep(0.02)  # the others are written after it (one pass runs tasks in any order)
-            nursery.start_soon(run, "behind1", ("SET", "behind1", "1"))
-            nursery.start_soon(run, "behind2", ("INCR", "behind2"), ("PING",))
-            await trio.sleep(0.1)
-            assert pool._conn is not None and len(pool._conn.pending) == 3
-            await trio.to_thread.run_sync(redis.command, "CLIENT", "KILL", "ID", str(client_id))
-        assert outcome["done"] == [b"OK"]
-        for name in ("blocked", "behind1", "behind2"):
-            assert isinstance(outcome[name], OSError), outcome
-        # the next command gets a new connection; the killed one's queued commands never ran
-        assert await pool.execute(("GET", "done"), ("EXISTS", "behind1", "behind2")) == [b"1", 0]
-        assert pool.connections == 2
+        await killed_mid_pipeline(pool, lambda cid: trio.to_thread.run_sync(redis.command, "CLIENT", "KILL", "ID", str(cid)))
         pool.close()
 
     trio.run(main)

@@ -18,6 +18,7 @@ import trio
 from mcpkit.server.resp import RespPool
 
 from .scaleout_fixtures import free_port, need, wait_port
+from .test_resp_pipelining import killed_mid_pipeline
 
 
 class TlsRedis:
@@ -76,28 +77,11 @@ def test_concurrent_callers_share_one_tls_connection(trusted: TlsRedis) -> None:
 def test_a_tls_connection_killed_mid_pipeline_fails_only_its_pending_commands(trusted: TlsRedis) -> None:
     async def main() -> None:
         pool, killer = RespPool(trusted.url), RespPool(trusted.url)
-        (client_id,) = await pool.execute(("CLIENT", "ID"))
-        outcome: dict[str, Any] = {}
 
-        async def run(name: str, *commands: tuple[Any, ...]) -> None:
-            try:
-                outcome[name] = await pool.execute(*commands)
-            except OSError as exc:
-                outcome[name] = exc
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run, "done", ("SET", "done", "1"))
-            await trio.sleep(0.05)
-            nursery.start_soon(run, "blocked", ("BLPOP", "nothing", "5"))
-            await trio.sleep(0.02)
-            nursery.start_soon(run, "behind", ("SET", "behind", "1"), ("PING",))
-            await trio.sleep(0.1)
-            assert pool._conn is not None and len(pool._conn.pending) == 2
+        async def kill(client_id: int) -> None:
             assert await killer.execute(("CLIENT", "KILL", "ID", str(client_id))) == [1]
-        assert outcome["done"] == [b"OK"]
-        assert isinstance(outcome["blocked"], OSError) and isinstance(outcome["behind"], OSError), outcome
-        assert await pool.execute(("GET", "done"), ("EXISTS", "behind")) == [b"1", 0]  # a new connection
-        assert pool.connections == 2
+
+        await killed_mid_pipeline(pool, kill)
         pool.close()
         killer.close()
 
