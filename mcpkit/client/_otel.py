@@ -20,7 +20,6 @@ import trio
 from .errors import RequestTimeout, RpcError
 
 
-
 class _Outcome(msgspec.Struct):
     """A result's isError alone, read from its bytes (other members are skipped)."""
 

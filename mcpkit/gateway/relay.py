@@ -173,7 +173,7 @@ def _asks(requests: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
 _decode_members = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _COMPLETE = msgspec.Raw(b'"complete"')
 _ABSENT = object()
-_OPEN_OBJECT, _OPEN_LIST = ord("{"), ord("[")  # a Raw value's first byte (no whitespace before it)
+_OPEN_LIST = ord("[")  # a Raw value's first byte (no whitespace before it)
 #: an upstream's result fields that belong to its era (ours are the dispatcher's to add)
 _ERA_FIELDS = frozenset({"resultType", "ttlMs", "cacheScope"})
 
@@ -320,19 +320,10 @@ def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
     that is not an object, which the schema forbids, is dropped) and ``isError`` decoded (the
     observers read it; bytes would always be true)."""
     f = features(version)
-    out = {k: v for k, v in result.items() if k not in _ERA_FIELDS}
-    meta = out.get("_meta", _ABSENT)
-    if meta is not _ABSENT:
-        if isinstance(meta, msgspec.Raw):  # its members stay bytes; only the keys are read
-            meta = _members(meta) if memoryview(meta)[0] == _OPEN_OBJECT else _plain(meta)
-        if not isinstance(meta, dict):  # the schema allows only an object: not passed on
-            del out["_meta"]
-        elif META_SERVER_INFO in meta:
-            meta = {k: v for k, v in meta.items() if k != META_SERVER_INFO}
-            if not meta:
-                del out["_meta"]
-        if "_meta" in out:
-            out["_meta"] = meta
+    meta = result.get("_meta")
+    if isinstance(meta, msgspec.Raw):  # its members stay bytes; only the keys are read (None: not an object)
+        result = {**result, "_meta": _members(meta)}
+    out = _without_era_fields(result)
     content = out.get("content")
     if isinstance(content, msgspec.Raw) and (not (f.resource_links and f.audio) or memoryview(content)[0] != _OPEN_LIST):
         content = _plain(content)  # blocks the revision cannot carry, or not a list
@@ -348,8 +339,8 @@ def call_result(result: dict[str, Any], version: str) -> dict[str, Any]:
 
 def _without_era_fields(result: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in result.items() if k not in _ERA_FIELDS}
-    meta = out.get("_meta")
-    if meta is not None and not isinstance(meta, dict):  # the schema allows only an object
+    meta = out.get("_meta", _ABSENT)
+    if meta is not _ABSENT and not isinstance(meta, dict):  # the schema allows only an object
         del out["_meta"]
     elif isinstance(meta, dict) and META_SERVER_INFO in meta:
         meta = {k: v for k, v in meta.items() if k != META_SERVER_INFO}
