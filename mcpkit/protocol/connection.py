@@ -102,8 +102,9 @@ class Reply:
     """An answer to send back at once (lifecycle answers and protocol errors)."""
 
     answer: Answer
-    #: the lifecycle request it answers (initialize, ping, logging/setLevel, resources/subscribe,
-    #: resources/unsubscribe), for observers; None for a protocol error
+    #: the request it answers, for observers: a lifecycle request (initialize, ping,
+    #: logging/setLevel, resources/subscribe, resources/unsubscribe) or one refused before any
+    #: handler; None when no request could be read (a parse error, an invalid message)
     request: Message | None = None
 
 

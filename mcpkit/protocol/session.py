@@ -52,7 +52,7 @@ class Send:
     answer: Answer
     request: RequestReceived | None = None
     origin: Any = None
-    #: the lifecycle request the protocol core answered itself (a Reply's), for observers
+    #: the request the protocol core answered itself (a Reply's: lifecycle or refused), for observers
     lifecycle: Any = None
 
 

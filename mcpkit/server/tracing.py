@@ -160,35 +160,31 @@ class _ServerSpan:
     def __enter__(self) -> Any:
         obs = self.obs
         ctx, links = obs.parent(self.rec.meta, self.rec.headers)
-        var = obs._var
-        if var is not None:  # the lean tracer on the default runtime context: no API layers between
-            base = var.get() if ctx is None else ctx
-            key = obs._SPAN_KEY
-            current = base.get(key)
-            parent, sc = obs._lean.decide_under(current.get_span_context() if isinstance(current, obs._Span) else None)
-            if sc[3] & 1:  # sampled (its trace flags)
-                name, attrs = self._describe()
-                span = obs._lean.recorded(name, sc, parent, obs._SERVER, attrs, links)
-            else:
-                span = obs._unrecorded(sc)
-            self.span, self.recording = span, bool(sc[3] & 1)
-            values = dict(base)
-            values[key] = span
-            self.token = var.set(obs._Context(values))
-            return span
-        lean = obs._lean
+        lean, var = obs._lean, obs._var
         if lean is None:
             name, attrs = self._describe()
             span = obs.tracer.start_span(name, ctx, obs._SERVER, attrs, links)
+            self.recording = span.is_recording()
         else:  # one step: sampled or not first; an unsampled request makes no attributes, no span object
-            parent, sc = lean.decide(ctx)
-            if sc.trace_flags & 1:
+            if var is not None:  # the API's default runtime context: its variable read directly
+                base = var.get() if ctx is None else ctx
+                current = base.get(obs._SPAN_KEY)
+                parent, sc = lean.decide_under(current.get_span_context() if isinstance(current, obs._Span) else None)
+            else:
+                parent, sc = lean.decide(ctx)
+            self.recording = bool(sc[3] & 1)  # sampled (its trace flags)
+            if self.recording:
                 name, attrs = self._describe()
                 span = lean.recorded(name, sc, parent, obs._SERVER, attrs, links)
             else:
                 span = obs._unrecorded(sc)
-        self.span, self.recording = span, span.is_recording()
-        self.token = obs._context.attach(obs._trace.set_span_in_context(span, ctx))
+        self.span = span
+        if var is not None:  # the same Context set_span_in_context makes, set as attach would
+            values = dict(base)
+            values[obs._SPAN_KEY] = span
+            self.token = var.set(obs._Context(values))
+        else:
+            self.token = obs._context.attach(obs._trace.set_span_in_context(span, ctx))
         return span
 
     def _describe(self) -> tuple[str, dict[str, Any]]:
