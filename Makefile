@@ -61,6 +61,7 @@ test: install fixtures test-tools ts-fixtures
 test-tools:
 	@command -v redis-server >/dev/null && command -v haproxy >/dev/null && command -v prometheus >/dev/null || scripts/need-debian-packages redis-server haproxy prometheus
 	@command -v chromium >/dev/null && test -x /usr/bin/chromedriver || scripts/need-debian-packages chromium chromium-driver
+	@command -v openssl >/dev/null || scripts/need-debian-packages openssl  # test certificates (HTTPS, Redis over TLS)
 
 # The official conformance harness against the conformance example plugin (installs both).
 conformance: install fixtures
