@@ -55,7 +55,7 @@ class Limits:
 class Request:
     """One parsed request, its body complete."""
 
-    __slots__ = ("method", "raw_path", "query", "headers", "raw_headers", "http_version", "keep_alive",
+    __slots__ = ("method", "raw_path", "query", "headers", "http_version", "keep_alive",
                  "body", "upgrade", "_body_parts", "_body_size")
 
     def __init__(self) -> None:
@@ -63,7 +63,6 @@ class Request:
         self.raw_path = b""
         self.query = b""
         self.headers: dict[str, str] = {}  # lower-case names; repeated fields joined with ", "
-        self.raw_headers: list[tuple[bytes, bytes]] = []  # lower-case names, as ASGI wants them
         self.http_version = "1.1"
         self.keep_alive = True
         self.body = b""
@@ -92,6 +91,8 @@ class H1Connection:
         self.closed_to_new = False
         #: the path of the request that was refused, when its request line had arrived
         self.refused_path: str | None = None
+        #: the limits every header field is checked against, read once
+        self._max_headers, self._max_head = limits.max_headers, limits.max_header_bytes
         self._parser = httptools.HttpRequestParser(self)
         self._current: Request | None = None
         self._in_headers = False
@@ -170,29 +171,29 @@ class H1Connection:
             raise _Refuse
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        req = self._current
-        assert req is not None
-        self._header_count += 1
-        if self._header_count > self.limits.max_headers:
-            self._refuse(431, f"more than {self.limits.max_headers} header fields")
-            raise _Refuse
-        self._head_size += len(name) + len(value) + 4
-        if self._head_size > self.limits.max_header_bytes:
-            self._refuse(431, f"the request head is larger than {self.limits.max_header_bytes} bytes")
+        count = self._header_count = self._header_count + 1
+        size = self._head_size = self._head_size + len(name) + len(value) + 4
+        if count > self._max_headers or size > self._max_head:  # one test on the way of every field
+            limits = self.limits
+            if count > limits.max_headers:
+                self._refuse(431, f"more than {limits.max_headers} header fields")
+            else:
+                self._refuse(431, f"the request head is larger than {limits.max_header_bytes} bytes")
             raise _Refuse
         if not self._in_headers:
             return  # a trailer field: counted, never merged into the request's header fields
-        name = name.lower()
-        if name == b"host":
+        key = name.decode("latin-1").lower()
+        if key == "host":
             self._hosts += 1
             if self._hosts > 1 or HOST.fullmatch(value) is None:
                 self._refuse(400, "a request must have exactly one valid Host header field")
                 raise _Refuse
-        req.raw_headers.append((name, value))
-        key = name.decode("latin-1")
+        headers = self._current.headers  # type: ignore[union-attr]  # set by on_message_begin
         text = value.decode("latin-1")
-        old = req.headers.get(key)
-        req.headers[key] = text if old is None else f"{old}, {text}"
+        if key in headers:  # a repeated field: joined, as RFC 9110 §5.3 allows for list fields
+            headers[key] = f"{headers[key]}, {text}"
+        else:
+            headers[key] = text
 
     def on_headers_complete(self) -> None:
         req = self._current
@@ -229,7 +230,6 @@ class H1Connection:
         if absolute is not None:  # served as its path, with the target's authority as the Host
             authority, req.raw_path = absolute
             req.headers["host"] = authority.decode("latin-1")
-            req.raw_headers = [(n, v) for n, v in req.raw_headers if n != b"host"] + [(b"host", authority)]
         length = headers.get("content-length")
         if length is not None and int(length) > self.limits.max_body_bytes:  # llhttp checked the digits
             self._refuse(413, f"the request body is larger than {self.limits.max_body_bytes} bytes")
