@@ -187,7 +187,7 @@ class HttpApp:
         ex.extra = extra
         self.active += 1
         # every Redis command this request runs (and the work it starts) shares one deadline
-        budget = self.app.shared.request_budget() if self.app.shared is not None else contextlib.nullcontext()
+        budget = self.app.shared.request_budget() if self.app.shared is not None else _NO_BUDGET
         try:
             with budget:
                 await self._route(ex, h, origin)
@@ -292,6 +292,8 @@ async def _not_allowed(ex: Exchange, allow: bytes) -> None:
     await ex.respond(405, error_body(jsonrpc.INVALID_REQUEST, "Method Not Allowed"), [(b"allow", allow)])
 
 
+#: the request budget of an app without shared state (nullcontext holds nothing: one serves all)
+_NO_BUDGET = contextlib.nullcontext()
 _random = secrets.token_hex(10)
 _ID_PREFIX = f"{_random[:8]}-{_random[8:12]}-{_random[12:16]}-{_random[16:20]}-"
 _ids = itertools.count(1)

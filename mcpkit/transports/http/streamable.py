@@ -14,7 +14,7 @@ import trio
 
 from ...protocol import jsonrpc
 from ...protocol.jsonrpc import Answer, Invalid, Message, ProtocolError
-from ...protocol.session import Run, ServerSession
+from ...protocol.session import Run, Send, ServerSession
 from ...protocol.types import META_PROTOCOL_VERSION
 from ...protocol.versions import HANDSHAKE_VERSIONS
 from ...server.app import App
@@ -39,7 +39,12 @@ def prefers_sse(accept: str) -> bool:
 
 def accepts(accept: str, *types: str) -> bool:
     accept = accept.lower()
-    return "*/*" in accept or all(t in accept for t in types)
+    if "*/*" in accept:
+        return True
+    for t in types:  # a loop, not all(generator): this runs for every POST
+        if t not in accept:
+            return False
+    return True
 
 
 class _StatelessOutlet:
@@ -123,6 +128,7 @@ class Streamable:
             channel.observers = observers
         (action,) = self.stateless.receive_message(msg, stateless=True, headers=ex.headers, origin=channel)
         if not isinstance(action, Run):  # refused before it ran (headers, envelope, version, busy)
+            assert isinstance(action, Send), action  # a stateless request is run or answered at once
             answer = functools.partial(respond_with, ex, action.answer, self.step_up)
             if observers and busy_status(action.answer):
                 observers.rejected("limits", "http")
