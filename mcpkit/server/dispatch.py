@@ -6,7 +6,7 @@ import base64
 import functools
 import logging
 import math
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 import msgspec
 import trio
@@ -42,6 +42,17 @@ log = logging.getLogger("mcpkit.server")
 
 Handler = Callable[[RequestReceived, Peer], Awaitable[Any]]
 Work = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class ScopeRegistry(Protocol):
+    """Where a running request's cancel scope is registered by its id: a session's dict, or a
+    stateless exchange's own registry (``streamable._Watched``, cancelled if the client leaves)."""
+
+    def __setitem__(self, request_id: RequestId, scope: trio.CancelScope) -> None: ...
+
+    def get(self, request_id: RequestId) -> trio.CancelScope | None: ...
+
+    def __delitem__(self, request_id: RequestId) -> None: ...
 _STATELESS_METHODS = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
 _CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover"})
 
@@ -65,7 +76,7 @@ class Dispatcher:
         }
 
     async def answer(self, req: RequestReceived, peer: Peer,
-                     scopes: dict[RequestId, trio.CancelScope] | None = None) -> Answer | None:
+                     scopes: ScopeRegistry | None = None) -> Answer | None:
         """Answer one request. Errors become JSON-RPC errors; nothing internal leaks out.
 
         The request runs in one cancel scope, registered in ``scopes`` by its id so the client

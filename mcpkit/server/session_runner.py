@@ -233,7 +233,8 @@ class SessionRunner:
 
     async def _ask(self, channel: Channel, method: str, params: dict[str, Any]) -> Any:
         rid, frame = self.core.ask(method, params)
-        done, box = trio.Event(), []
+        done = trio.Event()
+        box: list[Resolve] = []  # the client's answer, put there when it arrives
         self._waiting[rid] = (done, box)
         try:
             await channel.message(frame)
