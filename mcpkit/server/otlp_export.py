@@ -42,6 +42,7 @@ _TIMES = struct.Struct("<BQBQ").pack
 #: Span.kind (field 6): the API's kinds are the proto's minus one
 _KIND = {k: b"\x30" + bytes((k.value + 1,)) for k in SpanKind}
 _CODE = {c: c.value for c in StatusCode}
+_UNSET_CODE = StatusCode.UNSET
 #: Span.flags (field 16, fixed32) for the trace flags, with bit 0x100 (the parent's remoteness is
 #: known) and 0x200 (the parent is remote) when the key has it
 _FLAGS = {f | r: _F32(0x100 | f | r) for f in range(256) for r in (0, 0x200)}
@@ -112,8 +113,8 @@ class _Encoder:
         self._kv: dict[bytes, dict[str, dict[str, bytes]]] = {}
         #: by (id(resource), id(scope)): their encoded fields, and the objects (held, so the ids stay theirs)
         self._heads: dict[tuple[int, int], tuple[bytes, bytes, Any, Any]] = {}
-        #: by (span name, kind): the encoded name and kind fields (names repeat: method and tool)
-        self._names: dict[tuple[str, Any], bytes] = {}
+        #: by (span name, id(kind)): the encoded name and kind fields (names repeat: method and tool)
+        self._names: dict[tuple[str, int], bytes] = {}
         #: by (field tag, attribute key, value length in bytes): a KeyValue's bytes before its string value
         self._heads_by_length: dict[tuple[bytes, str, int], bytes] = {}
 
@@ -187,12 +188,13 @@ class _Encoder:
                 flags = _FLAGS[(trace_flags & 0xFF) | 0x200]
         if state is not _NO_STATE and state:  # field 3 goes between the span id and the parent's
             ids = ids[:28] + _field(b"\x1a", state.to_header().encode()) + ids[28:]
-        named = self._names.get((s.name, s.kind))
+        kind = s.kind
+        named = self._names.get((s.name, id(kind)))  # by id: an enum member hashes in Python
         if named is None:
-            named = _field(b"\x2a", s.name.encode()) + _KIND[s.kind]
+            named = _field(b"\x2a", s.name.encode()) + _KIND[kind]
             if len(self._names) >= _CACHE_MAX:
                 self._names.clear()
-            self._names[(s.name, s.kind)] = named
+            self._names[(s.name, id(kind))] = named
         # the attributes' plain dict where the SDK keeps one (the public property wraps it in a
         # read-only proxy over a mapping class: iterating that costs more than encoding)
         attrs = s.attributes if type(s) in _PLAIN else getattr(s, "_attributes", None) or s.attributes
@@ -211,8 +213,9 @@ class _Encoder:
             body += self.attributes(b"\x22", ln.attributes) + b"\x35" + _F32(0x300 if lc.is_remote else 0x100)
             parts.append(_field(b"\x6a", body))
         status = s.status
-        code = _CODE[status.status_code]
-        if code:
+        code = status.status_code
+        if code is not _UNSET_CODE:  # compared, not looked up: an enum member hashes in Python
+            code = _CODE[code]
             parts.append(_field(b"\x7a", (_field(b"\x12", status.description.encode()) if status.description else b"")
                                 + b"\x18" + _varint(code)))
             parts += (b"\x85\x01", flags)
