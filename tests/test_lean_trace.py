@@ -328,6 +328,35 @@ def test_an_unsampled_server_span_is_only_a_context() -> None:
     assert kept.spans == [] and trace.get_current_span() is not server
 
 
+def test_the_server_span_takes_its_own_attributes_unchecked_only_within_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SERVER span's attributes (all strings, made by tracing.py) skip the per-value check,
+    but never the limits: with a value length limit they are cut, with a count limit the
+    rest is dropped and counted, as for any span; without either the dict is kept as made."""
+    from mcpkit.protocol.jsonrpc import Answer
+    from mcpkit.server.observe import RequestRecord
+    from mcpkit.server.tracing import TracingObserver
+
+    def server_span(**env: str) -> LeanSpan:
+        for name in ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        p, kept = provider(limits=Limits())
+        rec = RequestRecord("tools/call", 77, "http", "sess-1", "2026-07-28", "greet", None, {}, "c")
+        with TracingObserver(p).request(rec):
+            rec.finish(Answer(77, {"content": [], "isError": False}))
+        (span,) = kept.spans
+        return span
+
+    whole = server_span()
+    assert whole.attributes["mcp.session.id"] == "sess-1" and whole.attributes["mcp.method.name"] == "tools/call"
+    assert whole.dropped_attributes == 0 and len(whole.attributes) == 8
+    cut = server_span(OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT="4")
+    assert cut.attributes["mcp.method.name"] == "tool" and cut.attributes["gen_ai.tool.name"] == "gree"
+    few = server_span(OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT="3")
+    assert len(few.attributes) == 3 and few.dropped_attributes == 5
+
+
 def test_values_that_differ_every_time_encode_as_the_reference_writes_them() -> None:
     """Past the values kept per key, a string value (a request id) is written after the kept
     bytes for its length: short, long (a two-byte length) and non-ASCII ones as the reference

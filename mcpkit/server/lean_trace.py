@@ -323,11 +323,16 @@ class LeanTracer(trace.Tracer):
         return parent, _context(SpanContext, (trace_id, getrandbits(64) or 1, False, flags, state, True))
 
     def recorded(self, name: str, ctx: SpanContext, parent: SpanContext | None, kind: SpanKind,
-                 attributes: dict[str, Any], links: Sequence[Link] | None = None) -> LeanSpan:
+                 attributes: dict[str, Any], links: Sequence[Link] | None = None, plain: bool = False) -> LeanSpan:
         """The second half: a recording span for a sampled ``ctx`` (from :meth:`decide`), taking
-        ``attributes`` as it is when it is a dict of plain values within the limits."""
+        ``attributes`` as it is when it is a dict of plain values within the limits (``plain``:
+        the caller made it of strings only, so its values need no look)."""
         span = LeanSpan(name, ctx, parent, kind, self, None)
-        span.attributes = _attributes(span, attributes, copy=False)
+        limits = span._limits
+        if plain and limits.length is None and len(attributes) <= limits.attributes:
+            span.attributes = attributes  # the caller's own dict of strings: nothing to check or cut
+        else:
+            span.attributes = _attributes(span, attributes, copy=False)
         if links:
             for ln in links:
                 span.add_link(ln.context, ln.attributes)

@@ -30,7 +30,7 @@ import contextlib
 import logging
 import os
 import sys
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Iterator, Sequence
 
 import trio
 
@@ -47,6 +47,8 @@ SETTING = "traces = true (--traces)"
 _NAMED = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
 #: seconds the spans still waiting may take to export when serving ends
 FLUSH_S = 5.0
+#: a span with no context to continue and no links
+_NO_PARENT: tuple[None, tuple[()]] = (None, ())
 
 
 def need_otel() -> None:
@@ -90,7 +92,7 @@ class TracingObserver(Observer):
     def request(self, rec: RequestRecord) -> "_ServerSpan":
         return _ServerSpan(self, rec)
 
-    def parent(self, meta: dict[str, Any] | None, headers: dict[str, str] | None) -> tuple[Any, list[Any]]:
+    def parent(self, meta: dict[str, Any] | None, headers: dict[str, str] | None) -> tuple[Any, Sequence[Any]]:
         """The context a span continues, and its links: ``params._meta`` first, the HTTP
         headers next (a link when both carry one)."""
         propagator = self._propagate.get_global_textmap()
@@ -102,14 +104,14 @@ class TracingObserver(Observer):
         if in_meta:
             ctx = propagator.extract(meta)
             if not in_headers:
-                return ctx, []
+                return ctx, ()
             remote = self._trace.get_current_span(propagator.extract(headers)).get_span_context()
             mine = self._trace.get_current_span(ctx).get_span_context()
             links = [self._Link(remote)] if remote.is_valid and remote.span_id != mine.span_id else []
             return ctx, links
         if in_headers:
-            return propagator.extract(headers), []
-        return None, []
+            return propagator.extract(headers), ()
+        return _NO_PARENT  # the usual case: one shared answer, nothing made
 
     def attributes(self, method: str, transport: str, session_id: str | None, version: str | None) -> dict[str, Any]:
         attrs: dict[str, Any] = {"mcp.method.name": method, "network.transport": NETWORK_TRANSPORT.get(transport, transport)}
@@ -175,7 +177,7 @@ class _ServerSpan:
             self.recording = bool(sc[3] & 1)  # sampled (its trace flags)
             if self.recording:
                 name, attrs = self._describe()
-                span = lean.recorded(name, sc, parent, obs._SERVER, attrs, links)
+                span = lean.recorded(name, sc, parent, obs._SERVER, attrs, links, plain=True)
             else:
                 span = obs._unrecorded(sc)
         self.span = span
@@ -188,7 +190,7 @@ class _ServerSpan:
         return span
 
     def _describe(self) -> tuple[str, dict[str, Any]]:
-        """The span's name and attributes."""
+        """The span's name and attributes (strings only: the lean tracer takes them unchecked)."""
         obs, rec = self.obs, self.rec
         attrs = obs.attributes(rec.method, rec.transport, rec.session_id, rec.protocol_version)
         name = rec.method
