@@ -38,12 +38,11 @@ from opentelemetry import trace
 from opentelemetry.trace import (DEFAULT_TRACE_STATE, Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode,
                                  TraceFlags, use_span)
 
-from .otlp_export import _PLAIN
+from .otlp_export import _PLAIN, UNSET_STATUS as _UNSET
 
 log = logging.getLogger("mcpkit.server")
 
 _SAMPLED, _UNSAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
-_UNSET = Status(StatusCode.UNSET)
 _SCALAR = (str, bool, int, float)
 _SCALARS = frozenset(_SCALAR)
 _MASK64 = (1 << 64) - 1

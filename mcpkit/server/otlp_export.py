@@ -26,7 +26,7 @@ from typing import Any, Sequence
 from urllib.parse import unquote, urlsplit
 
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import DEFAULT_TRACE_STATE as _NO_STATE_API, SpanKind, StatusCode
+from opentelemetry.trace import DEFAULT_TRACE_STATE as _NO_STATE_API, SpanKind, Status, StatusCode
 
 log = logging.getLogger("mcpkit.server")
 
@@ -43,6 +43,8 @@ _TIMES = struct.Struct("<BQBQ").pack
 _KIND = {k: b"\x30" + bytes((k.value + 1,)) for k in SpanKind}
 _CODE = {c: c.value for c in StatusCode}
 _UNSET_CODE = StatusCode.UNSET
+#: the status every lean span starts with (lean_trace.py), known here by identity
+UNSET_STATUS = Status(StatusCode.UNSET)
 #: Span.flags (field 16, fixed32) for the trace flags, with bit 0x100 (the parent's remoteness is
 #: known) and 0x200 (the parent is remote) when the key has it
 _FLAGS = {f | r: _F32(0x100 | f | r) for f in range(256) for r in (0, 0x200)}
@@ -213,8 +215,9 @@ class _Encoder:
             body += self.attributes(b"\x22", ln.attributes) + b"\x35" + _F32(0x300 if lc.is_remote else 0x100)
             parts.append(_field(b"\x6a", body))
         status = s.status
-        code = status.status_code
-        if code is not _UNSET_CODE:  # compared, not looked up: an enum member hashes in Python
+        # compared, not looked up: an enum member hashes through a Python call
+        code = _UNSET_CODE if status is UNSET_STATUS else status.status_code
+        if code is not _UNSET_CODE:
             code = _CODE[code]
             parts.append(_field(b"\x7a", (_field(b"\x12", status.description.encode()) if status.description else b"")
                                 + b"\x18" + _varint(code)))
