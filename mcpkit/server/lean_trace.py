@@ -68,6 +68,11 @@ def _always_off(parent: Any, trace_id: int) -> bool:
 
 def _parent_based(root: Sampler) -> Sampler:
     """A child follows its parent's sampled flag (remote or local); a root asks ``root``."""
+    if root is _always_on:  # the default sampler: one call a span, not two
+        def sample_on(parent: Any, trace_id: int) -> bool:
+            return parent is None or bool(parent[3] & 1)
+        return sample_on
+
     def sample(parent: Any, trace_id: int) -> bool:
         if parent is not None:
             return bool(parent[3] & 1)  # its trace flags

@@ -182,9 +182,7 @@ class _ServerSpan:
                 span = obs._unrecorded(sc)
         self.span = span
         if var is not None:  # the same Context set_span_in_context makes, set as attach would
-            values = dict(base)
-            values[obs._SPAN_KEY] = span
-            self.token = var.set(obs._Context(values))
+            self.token = var.set(obs._Context({**base, obs._SPAN_KEY: span}))
         else:
             self.token = obs._context.attach(obs._trace.set_span_in_context(span, ctx))
         return span
