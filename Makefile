@@ -11,7 +11,7 @@ PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml
 # ranking) are installed too, so `make serve` can use every setting and `make test` tests them all.
 EDITABLES   := -e '.[test,dev,redis,oauth,hypercorn,otel]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(if $(findstring openapi,$(p)),[embeddings])')
 
-.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-telemetry bench-gateway bench-scaleout bench-io bench-session dist fuzz clean
+.PHONY: install serve test test-tools ts-fixtures fixtures conformance conformance-client bench bench-http bench-telemetry bench-instructions bench-gateway bench-scaleout bench-io bench-session dist fuzz clean
 
 install: $(STAMP)
 
@@ -113,6 +113,13 @@ bench-telemetry: install fixtures
 
 # mcpkit direct, through its gateway (stdio and HTTP upstreams) and FastMCP's proxy (installed
 # into .bench/fastmcp-venv on first use), side by side (docs/benchmarks.md).
+# Instructions per call under valgrind: a figure this noisy VM cannot move, for comparing two
+# versions of the code (bench/bench_instructions.py; the goals are judged by the CPU benches).
+bench-instructions: install fixtures
+	@command -v valgrind >/dev/null || scripts/need-debian-packages valgrind
+	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
+	$(PY) bench/bench_instructions.py
+
 bench-gateway: install fixtures
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_gateway.py

@@ -1,6 +1,6 @@
 """HTTP benchmark: tools/call over Streamable HTTP, mcpkit against the official SDK, in one run.
 
-    make bench-http      (or .venv/bin/python bench/bench_http.py [--seconds 5] [--rounds 3] [--conns 1,8,64])
+    make bench-http      (or .venv/bin/python bench/bench_http.py [--seconds 5] [--rounds 3] [--conns 1,8,64] [--pin S[,L]])
 
 Servers, all started once and measured in alternating rounds (this VM drifts by tens of
 percent within minutes, so every round measures every server back to back):
@@ -82,6 +82,10 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+#: --pin SERVER[,LOAD]: the CPU every server runs on (None: wherever the OS puts them)
+SERVER_CPU: str | None = None
+
+
 class Server:
     extra: list[str] = []  # more `mcpkit serve` arguments (bench_scaleout)
 
@@ -97,6 +101,8 @@ class Server:
             cmd = [sys.executable, str(HERE / "sdk_http_server.py"), str(self.port),
                    "stateless-json" if kind == "sdk-stateless" else "default"]
         env = dict(os.environ, MCPKIT_LOG_LEVEL="error", MCPKIT_MAX_CONNECTIONS="4096", MCPKIT_MAX_SESSIONS="4096")
+        if SERVER_CPU is not None:  # --pin: every server on one CPU, so placement is the same for all
+            cmd = ["taskset", "-c", SERVER_CPU, *cmd]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         wait_port(self.port, kind)
 
@@ -192,7 +198,15 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write every figure here")
     ap.add_argument("--chart", type=Path, default=HERE.parent / "docs" / "benchmarks-http.svg", help="the SVG chart")
     ap.add_argument("--replot", type=Path, metavar="JSON", help="report and chart again from a --json file, running nothing")
+    ap.add_argument("--pin", metavar="SERVER[,LOAD]", help="run every server on CPU SERVER and wrk on CPU LOAD (default: "
+                    "the same CPU): the same placement for every server, so a server that leaves its CPU idle "
+                    "more often is not measured differently")
     args = ap.parse_args()
+    if args.pin:
+        global SERVER_CPU
+        server_cpu, _, load_cpu = args.pin.partition(",")
+        SERVER_CPU = server_cpu
+        os.sched_setaffinity(0, {int(load_cpu or server_cpu)})  # wrk, started from here, inherits it
     if args.replot:
         saved = json.loads(args.replot.read_text())
         runs = {tuple(k.split("|")[:2]) + (int(k.split("|")[2]),): v for k, v in saved["runs"].items()}
