@@ -53,6 +53,8 @@ class ScopeRegistry(Protocol):
     def get(self, request_id: RequestId) -> trio.CancelScope | None: ...
 
     def __delitem__(self, request_id: RequestId) -> None: ...
+
+
 _STATELESS_METHODS = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
 _CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover"})
 
