@@ -11,10 +11,31 @@ HOST = re.compile(rb"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(:[0-9]*)
 _ABSOLUTE = re.compile(rb"(?i)https?://")
 
 
+#: Host values already found valid (a client sends the same one on every request): at most
+#: _KNOWN_MAX, forgotten all at once past it
+_known: set[bytes] = set()
+_KNOWN_MAX = 256
+
+
+def valid_host(value: bytes) -> bool:
+    """Is ``value`` a Host field's valid value (:data:`HOST`)? Values seen valid are
+    remembered, so a connection's requests do not run the pattern each time."""
+    if value in _known:
+        return True
+    if HOST.fullmatch(value) is None:
+        return False
+    if len(_known) >= _KNOWN_MAX:
+        _known.clear()
+    _known.add(value)
+    return True
+
+
 def split_absolute_form(target: bytes) -> tuple[bytes, bytes] | None:
     """``http://authority/path?query`` -> (authority, ``/path?query``); None when ``target``
     is not in absolute form; ValueError when its authority is not a host (RFC 9112 §3.2.2:
     the server then uses the target's authority, not the Host field)."""
+    if target.startswith(b"/"):  # origin form, nearly every request: no pattern to run
+        return None
     if _ABSOLUTE.match(target) is None:
         return None
     rest = target.split(b"://", 1)[1]

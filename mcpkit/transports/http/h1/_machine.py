@@ -22,7 +22,7 @@ from email.utils import formatdate
 
 import httptools
 
-from ..request_host import HOST, split_absolute_form
+from ..request_host import split_absolute_form, valid_host
 
 __all__ = ["H1Connection", "Limits", "Request", "response_head", "chunk", "LAST_CHUNK", "REASONS"]
 
@@ -185,7 +185,7 @@ class H1Connection:
         key = name.decode("latin-1").lower()
         if key == "host":
             self._hosts += 1
-            if self._hosts > 1 or HOST.fullmatch(value) is None:
+            if self._hosts > 1 or not valid_host(value):
                 self._refuse(400, "a request must have exactly one valid Host header field")
                 raise _Refuse
         headers = self._current.headers  # type: ignore[union-attr]  # set by on_message_begin
