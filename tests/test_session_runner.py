@@ -232,3 +232,22 @@ async def test_observers_see_each_request_with_its_target_outcome_and_meta() -> 
     assert by_id[3].error_type == "cancelled" and by_id[3].duration > 0
     assert "enter tools/call report" in watching.inside and "exit tools/call report None" in watching.inside
     assert ("notifications/roots/list_changed", "http", {"k": 2}) in watching.notes
+
+
+async def test_idle_returns_at_once_with_nothing_running_and_waits_for_every_answer() -> None:
+    """``idle()`` (what stdio waits on before it ends) returns at once when nothing is served,
+    and otherwise only when the last running request has answered, however many ran."""
+    core, dispatcher, out = await started()
+    async with trio.open_nursery() as nursery:
+        runner = SessionRunner(core, dispatcher, out, nursery)
+        with trio.fail_after(5):
+            await runner.idle()  # nothing running
+        await runner.feed(frame(call(1, "wait_a_while", {"seconds": 0.05})))
+        await runner.feed(frame(call(2, "wait_a_while", {"seconds": 0.2})))
+        with trio.fail_after(5):
+            await runner.idle()
+        assert runner.serving == 0 and sorted(m["id"] for m in out.sent) == [1, 2]
+        await runner.feed(frame(call(3, "wait_a_while", {"seconds": 0.05})))  # idle again after busy again
+        with trio.fail_after(5):
+            await runner.idle()
+        assert [m["id"] for m in out.sent][-1] == 3

@@ -89,8 +89,9 @@ class SessionRunner:
         self._waiting: dict[RequestId, tuple[trio.Event, list[Any]]] = {}
         #: requests being served, answers not yet sent (a batch's members until its array is out)
         self.serving = 0
-        self._idle = trio.Event()
-        self._idle.set()
+        #: set when ``serving`` falls to 0; made only while someone waits in :meth:`idle` (a
+        #: stateless server passes 0 -> 1 -> 0 on every request: no Event made and set for each)
+        self._idle: trio.Event | None = None
 
     # -- what arrives ---------------------------------------------------------------------------
     async def feed(self, data: bytes, origin: Any = None, *, stateless: bool | None = None) -> None:
@@ -103,8 +104,6 @@ class SessionRunner:
         cancel scope is registered (by default the session's, by id)."""
         for action in actions:
             if isinstance(action, Run):
-                if self.serving == 0:
-                    self._idle = trio.Event()
                 self.serving += 1  # counted from now, so idle() never misses a request about to start
                 if inline:
                     await self.serve(action, scopes)
@@ -171,7 +170,13 @@ class SessionRunner:
 
     async def idle(self) -> None:
         """Wait until no request is being served (every answer sent)."""
-        await self._idle.wait()
+        if not self.serving:
+            await trio.lowlevel.checkpoint()
+            return
+        while self.serving:
+            if self._idle is None:
+                self._idle = trio.Event()
+            await self._idle.wait()
 
     async def answer_stuck(self, answer_for: Callable[[RequestId], Answer]) -> int:
         """Answer each request still inside its handler after it was stopped (it ignores
@@ -218,8 +223,9 @@ class SessionRunner:
             if channel is not None:
                 channel.done()
             self.serving -= 1
-            if self.serving == 0:
+            if self.serving == 0 and self._idle is not None:
                 self._idle.set()
+                self._idle = None
 
     async def ask(self, channel: Channel, method: str, params: dict[str, Any]) -> Any:
         """Send a server-to-client request on ``channel`` and wait for the client's answer."""
