@@ -111,8 +111,6 @@ bench-telemetry: install fixtures
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_telemetry.py
 
-# mcpkit direct, through its gateway (stdio and HTTP upstreams) and FastMCP's proxy (installed
-# into .bench/fastmcp-venv on first use), side by side (docs/benchmarks.md).
 # Instructions per call under valgrind: a figure this noisy VM cannot move, for comparing two
 # versions of the code (bench/bench_instructions.py; the goals are judged by the CPU benches).
 bench-instructions: install fixtures
@@ -120,6 +118,8 @@ bench-instructions: install fixtures
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_instructions.py
 
+# mcpkit direct, through its gateway (stdio and HTTP upstreams) and FastMCP's proxy (installed
+# into .bench/fastmcp-venv on first use), side by side (docs/benchmarks.md).
 bench-gateway: install fixtures
 	@command -v wrk >/dev/null || scripts/need-debian-packages wrk
 	$(PY) bench/bench_gateway.py
