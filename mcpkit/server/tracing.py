@@ -171,7 +171,8 @@ class _ServerSpan:
             if var is not None:  # the API's default runtime context: its variable read directly
                 base = var.get() if ctx is None else ctx
                 current = base.get(obs._SPAN_KEY)
-                parent, sc = lean.decide_under(current.get_span_context() if isinstance(current, obs._Span) else None)
+                parent, sc = lean.decide_under(None if current is None or not isinstance(current, obs._Span)
+                                                else current.get_span_context())
             else:
                 parent, sc = lean.decide(ctx)
             self.recording = bool(sc[3] & 1)  # sampled (its trace flags)

@@ -39,6 +39,10 @@ REASONS: dict[int, bytes] = {
 LAST_CHUNK = b"0\r\n\r\n"
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _H2_PREFACE = b"PRI * HTTP/2.0"
+#: header field names as received -> lower-case text, for the names clients send (at most
+#: _NAMES_MAX kept: a client inventing names cannot grow it)
+_NAMES: dict[bytes, str] = {}
+_NAMES_MAX = 512
 
 
 @dataclass(frozen=True)
@@ -182,7 +186,11 @@ class H1Connection:
             raise _Refuse
         if not self._in_headers:
             return  # a trailer field: counted, never merged into the request's header fields
-        key = name.decode("latin-1").lower()
+        key = _NAMES.get(name)
+        if key is None:
+            key = name.decode("latin-1").lower()
+            if len(_NAMES) < _NAMES_MAX:
+                _NAMES[name] = key
         if key == "host":
             self._hosts += 1
             if self._hosts > 1 or not valid_host(value):
