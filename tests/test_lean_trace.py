@@ -404,3 +404,52 @@ def test_every_observer_sees_the_params_a_server_request_is_sent_with() -> None:
     assert (span.name, span.kind) == ("sampling/createMessage", SpanKind.CLIENT)
     assert sent["_meta"]["traceparent"] == f"00-{span.context.trace_id:032x}-{span.context.span_id:016x}-01"
     assert given == {"messages": [], "_meta": {"progressToken": 3}}  # the caller's params untouched
+
+
+def test_server_spans_of_one_kind_share_their_attribute_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests of one kind (method, target, transport, session, version) share the SERVER
+    span's name, attributes and those attributes' OTLP bytes (the span's ``stock``); each span
+    has its own copy of the attributes, a span whose attributes change after it began is encoded
+    attribute by attribute, every span encodes as the reference writes it, and the kinds kept
+    stay bounded."""
+    from mcpkit.protocol.jsonrpc import Answer
+    from mcpkit.server import tracing
+    from mcpkit.server.observe import RequestRecord
+    from mcpkit.server.tracing import TracingObserver
+
+    p, kept = provider()
+    obs = TracingObserver(p)
+
+    def serve(rid: int, method: str = "tools/call", target: str | None = "greet", session: str | None = None,
+              change: Any = None, error: bool = False) -> LeanSpan:
+        rec = RequestRecord(method, rid, "http", session, "2026-07-28", target, None, {}, "c")
+        with obs.request(rec):
+            if change is not None:
+                change(trace.get_current_span())
+            result = {"content": [], "isError": error}
+            rec.finish(Answer(rid, result))
+        return kept.spans[-1]
+
+    first, second = serve(1), serve(2)
+    assert first.stock is not None and first.stock is second.stock and first.stock[0] == 6
+    assert first.attributes is not second.attributes
+    assert (first.attributes["jsonrpc.request.id"], second.attributes["jsonrpc.request.id"]) == ("1", "2")
+    renamed = serve(3, change=lambda span: span.set_attribute("gen_ai.tool.name", "renamed"))
+    added = serve(4, change=lambda span: span.set_attributes({"extra": 5}))
+    failed = serve(5, error=True)
+    assert renamed.stock is added.stock is failed.stock is None
+    assert renamed.attributes["gen_ai.tool.name"] == "renamed" and failed.attributes["error.type"] == "tool_error"
+    later = serve(6)  # the kind's shared attributes were not touched by the spans before
+    assert later.attributes["gen_ai.tool.name"] == "greet" and "extra" not in later.attributes
+    others = [serve(7, "prompts/get", "draft", "s-1"), serve(8, "resources/read", "file:///a", "s-1"), serve(9, "ping", None)]
+    assert [s.name for s in others] == ["prompts/get draft", "resources/read", "ping"]
+    assert others[1].attributes["mcp.resource.uri"] == "file:///a" and others[1].attributes["mcp.session.id"] == "s-1"
+    encoder = _Encoder()
+    for _ in range(2):  # the second time with the encoder's own caches warm
+        assert parsed(encoder.request(kept.spans)) == parsed(encode_spans(kept.spans).SerializeToString())
+
+    monkeypatch.setattr(tracing, "_KINDS_MAX", 4)
+    for i in range(10):  # a new session is a new kind: at most _KINDS_MAX are kept
+        span = serve(100 + i, session=f"s-{i}")
+        assert len(obs._kinds) <= 4 and span.attributes["mcp.session.id"] == f"s-{i}"
+    assert parsed(encoder.request(kept.spans[-10:])) == parsed(encode_spans(kept.spans[-10:]).SerializeToString())

@@ -198,7 +198,7 @@ class LeanSpan(trace.Span):
 
     __slots__ = ("name", "context", "parent", "kind", "attributes", "events", "links", "status", "start_time",
                  "end_time", "dropped_attributes", "dropped_events", "dropped_links", "resource",
-                 "instrumentation_scope", "_limits", "_processor")
+                 "instrumentation_scope", "_limits", "_processor", "stock")
 
     def __init__(self, name: str, context: SpanContext, parent: SpanContext | None, kind: SpanKind, tracer: "LeanTracer",
                  start_time: int | None) -> None:
@@ -207,6 +207,8 @@ class LeanSpan(trace.Span):
         self.events: tuple[()] | list[Event] = ()  # a list at the first event: one object less a span
         self.links: tuple[Link, ...] | list[Link] = ()
         self.status = _UNSET
+        #: (n, bytes): the OTLP bytes of the first n attributes, made once for many spans (None: none)
+        self.stock: tuple[int, bytes] | None = None
         self.start_time = start_time or time.time_ns()
         self.end_time: int | None = None
         self.dropped_attributes = self.dropped_events = self.dropped_links = 0
@@ -222,10 +224,12 @@ class LeanSpan(trace.Span):
 
     def set_attribute(self, key: str, value: Any) -> None:
         if self.end_time is None:
+            self.stock = None  # it may change an attribute the kept bytes hold
             _put(self, self.attributes, key, value)
 
     def set_attributes(self, attributes: Any) -> None:
         if self.end_time is None:
+            self.stock = None
             for k, v in attributes.items():
                 _put(self, self.attributes, k, v)
 
@@ -327,14 +331,16 @@ class LeanTracer(trace.Tracer):
         return parent, _context(SpanContext, (trace_id, getrandbits(64) or 1, False, flags, state, True))
 
     def recorded(self, name: str, ctx: SpanContext, parent: SpanContext | None, kind: SpanKind,
-                 attributes: dict[str, Any], links: Sequence[Link] | None = None, plain: bool = False) -> LeanSpan:
+                 attributes: dict[str, Any], links: Sequence[Link] | None = None, plain: bool = False,
+                 stock: tuple[int, bytes] | None = None) -> LeanSpan:
         """The second half: a recording span for a sampled ``ctx`` (from :meth:`decide`), taking
         ``attributes`` as it is when it is a dict of plain values within the limits (``plain``:
-        the caller made it of strings only, so its values need no look)."""
+        the caller made it of strings only, so its values need no look; ``stock``: the OTLP bytes
+        of its first attributes, kept by the caller, see LeanSpan.stock)."""
         span = LeanSpan(name, ctx, parent, kind, self, None)
         limits = span._limits
         if plain and limits.length is None and len(attributes) <= limits.attributes:
-            span.attributes = attributes  # the caller's own dict of strings: nothing to check or cut
+            span.attributes, span.stock = attributes, stock  # the caller's own dict of strings: nothing to check or cut
         else:
             span.attributes = _attributes(span, attributes, copy=False)
         if links:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import itertools
 import logging
 import os
 import random
@@ -51,7 +52,8 @@ _FLAGS = {f | r: _F32(0x100 | f | r) for f in range(256) for r in (0, 0x200)}
 #: the end of a span whose status is unset (an empty Status field), then its flags field
 _UNSET_TAIL = {f: b"\x7a\x00\x85\x01" + f for f in _FLAGS.values()}
 _NO_STATE = _NO_STATE_API  # the API's empty trace state, shared by every context that has none
-#: span classes whose ``attributes`` is a plain dict (mcpkit's lean spans register theirs)
+#: span classes whose ``attributes`` is a plain dict and that have a ``stock`` (mcpkit's lean spans
+#: register theirs)
 _PLAIN: set[type] = set()
 
 
@@ -106,6 +108,12 @@ def _key_value(key: str, value: Any) -> bytes:
     return _field(b"\x0a", key.encode()) + _field(b"\x12", _value(value))
 
 
+def span_attributes(attrs: dict[str, Any]) -> bytes:
+    """``attrs`` as a Span's ``attributes`` fields (9), in their order: what a LeanSpan's
+    ``stock`` holds for the attributes many spans share."""
+    return b"".join(_field(b"\x4a", _key_value(k, v)) for k, v in attrs.items())
+
+
 class _Encoder:
     """OTLP bytes of spans; keeps the bytes of repeated attributes, resources and scopes."""
 
@@ -120,8 +128,8 @@ class _Encoder:
         #: by (field tag, attribute key, value length in bytes): a KeyValue's bytes before its string value
         self._heads_by_length: dict[tuple[bytes, str, int], bytes] = {}
 
-    def attributes(self, tag: bytes, attrs: Any) -> bytes:
-        """Each attribute as a repeated KeyValue field ``tag``."""
+    def attributes(self, tag: bytes, attrs: Any, skip: int = 0) -> bytes:
+        """Each attribute (after the first ``skip``) as a repeated KeyValue field ``tag``."""
         if not attrs:
             return b""
         out = []
@@ -130,23 +138,28 @@ class _Encoder:
             by_key = self._kv[tag] = {}
         # the SDK's BoundedAttributes holds a plain dict (a getattr that misses costs an exception)
         items = attrs if type(attrs) is dict else getattr(attrs, "_dict", attrs)
-        for k, v in items.items():
+        for k, v in (itertools.islice(items.items(), skip, None) if skip else items.items()):
+            try:  # the usual case: a string value seen before (only strings are kept, so no type test here)
+                enc = by_key[k].get(v)
+            except (KeyError, TypeError):  # a key not seen yet, or an unhashable value
+                enc = None
+            if enc is not None:
+                out.append(enc)
+                continue
             if type(v) is not str:
                 out.append(_field(tag, _key_value(k, v)))
                 continue
             values = by_key.get(k)
             if values is None:
                 values = by_key[k] = {}
-            enc = values.get(v)
-            if enc is None:
-                if len(values) < _VALUES_PER_KEY:
-                    enc = values[v] = _field(tag, _key_value(k, v))
-                else:  # a value that differs every time (a request id): the bytes before it kept per length
-                    raw = v.encode()
-                    head = self._heads_by_length.get((tag, k, len(raw)))
-                    if head is None:
-                        head = self._head(tag, k, len(raw))
-                    enc = head + raw
+            if len(values) < _VALUES_PER_KEY:
+                enc = values[v] = _field(tag, _key_value(k, v))
+            else:  # a value that differs every time (a request id): the bytes before it kept per length
+                raw = v.encode()
+                head = self._heads_by_length.get((tag, k, len(raw)))
+                if head is None:
+                    head = self._head(tag, k, len(raw))
+                enc = head + raw
             out.append(enc)
         return b"".join(out)
 
@@ -199,8 +212,15 @@ class _Encoder:
             self._names[(s.name, id(kind))] = named
         # the attributes' plain dict where the SDK keeps one (the public property wraps it in a
         # read-only proxy over a mapping class: iterating that costs more than encoding)
-        attrs = s.attributes if type(s) in _PLAIN else getattr(s, "_attributes", None) or s.attributes
-        parts = [ids, named, _TIMES(0x39, s.start_time or 0, 0x41, s.end_time or 0), self.attributes(b"\x4a", attrs)]
+        if type(s) in _PLAIN:
+            attrs, stock = s.attributes, s.stock
+            if stock is not None and len(attrs) >= stock[0]:  # the first attributes' bytes, made once for many spans
+                encoded = stock[1] + self.attributes(b"\x4a", attrs, stock[0]) if len(attrs) > stock[0] else stock[1]
+            else:
+                encoded = self.attributes(b"\x4a", attrs)
+        else:
+            encoded = self.attributes(b"\x4a", getattr(s, "_attributes", None) or s.attributes)
+        parts = [ids, named, _TIMES(0x39, s.start_time or 0, 0x41, s.end_time or 0), encoded]
         if s.dropped_attributes:
             parts += (b"\x50", _varint(s.dropped_attributes))
         events, links = s.events, s.links

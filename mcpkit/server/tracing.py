@@ -47,6 +47,8 @@ SETTING = "traces = true (--traces)"
 _NAMED = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
 #: seconds the spans still waiting may take to export when serving ends
 FLUSH_S = 5.0
+#: kinds of request whose span name and attributes are kept (TracingObserver.kind)
+_KINDS_MAX = 1024
 #: a span with no context to continue and no links
 _NO_PARENT: tuple[None, tuple[()]] = (None, ())
 
@@ -69,6 +71,11 @@ class TracingObserver(Observer):
         self._Link, self._Status, self._ERROR = Link, Status, StatusCode.ERROR
         self._SERVER, self._INTERNAL, self._CLIENT = SpanKind.SERVER, SpanKind.INTERNAL, SpanKind.CLIENT
         self._fields: tuple[Any, frozenset[str]] = (None, frozenset())
+        from .otlp_export import span_attributes
+
+        #: per kind of request (method, target, transport, session, version): see :meth:`kind`
+        self._kinds: dict[tuple[Any, ...], tuple[str, dict[str, Any], tuple[int, bytes]]] = {}
+        self._stock_of = span_attributes
         from .lean_trace import LeanTracer
 
         #: mcpkit's lean tracer: the SERVER span's sampling decided before its attributes are made
@@ -123,6 +130,26 @@ class TracingObserver(Observer):
             attrs["mcp.protocol.version"] = version
         return attrs
 
+    def kind(self, method: str, target: str | None, transport: str, session_id: str | None,
+             version: str | None) -> tuple[str, dict[str, Any], tuple[int, bytes]]:
+        """The name, the attributes and their OTLP bytes every request of one kind shares
+        (kept: at most _KINDS_MAX kinds; more, and they are made again)."""
+        attrs = self.attributes(method, transport, session_id, version)
+        name = method
+        if target is not None:
+            key = _NAMED.get(method)
+            if key is not None:
+                name = f"{method} {target}"
+                attrs[key] = target
+                if key == "gen_ai.tool.name":
+                    attrs["gen_ai.operation.name"] = "execute_tool"
+            elif method.startswith("resources/"):
+                attrs["mcp.resource.uri"] = target
+        if len(self._kinds) >= _KINDS_MAX:
+            self._kinds.clear()
+        known = self._kinds[(method, target, transport, session_id, version)] = (name, attrs, (len(attrs), self._stock_of(attrs)))
+        return known
+
     # -- notifications, middleware -------------------------------------------------------------
     def notification(self, method: str, transport: str, session_id: str | None, meta: dict[str, Any] | None) -> None:
         ctx, links = self.parent(meta, None)
@@ -164,7 +191,7 @@ class _ServerSpan:
         ctx, links = obs.parent(self.rec.meta, self.rec.headers)
         lean, var = obs._lean, obs._var
         if lean is None:
-            name, attrs = self._describe()
+            name, attrs, _ = self._describe()
             span = obs.tracer.start_span(name, ctx, obs._SERVER, attrs, links)
             self.recording = span.is_recording()
         else:  # one step: sampled or not first; an unsampled request makes no attributes, no span object
@@ -177,8 +204,8 @@ class _ServerSpan:
                 parent, sc = lean.decide(ctx)
             self.recording = bool(sc[3] & 1)  # sampled (its trace flags)
             if self.recording:
-                name, attrs = self._describe()
-                span = lean.recorded(name, sc, parent, obs._SERVER, attrs, links, plain=True)
+                name, attrs, stock = self._describe()
+                span = lean.recorded(name, sc, parent, obs._SERVER, attrs, links, plain=True, stock=stock)
             else:
                 span = obs._unrecorded(sc)
         self.span = span
@@ -188,24 +215,19 @@ class _ServerSpan:
             self.token = obs._context.attach(obs._trace.set_span_in_context(span, ctx))
         return span
 
-    def _describe(self) -> tuple[str, dict[str, Any]]:
-        """The span's name and attributes (strings only: the lean tracer takes them unchecked)."""
+    def _describe(self) -> tuple[str, dict[str, Any], tuple[int, bytes]]:
+        """The span's name and attributes (strings only: the lean tracer takes them unchecked),
+        and the OTLP bytes of all of them but the request id (kept per kind of request)."""
         obs, rec = self.obs, self.rec
-        attrs = obs.attributes(rec.method, rec.transport, rec.session_id, rec.protocol_version)
-        name = rec.method
-        if rec.request_id is not None:
+        kind = (rec.method, rec.target, rec.transport, rec.session_id, rec.protocol_version)
+        known = obs._kinds.get(kind)
+        if known is None:
+            known = obs.kind(*kind)
+        name, shared, stock = known
+        attrs = shared.copy()
+        if rec.request_id is not None:  # last: the kept bytes are those of the attributes before it
             attrs["jsonrpc.request.id"] = str(rec.request_id)
-        target = rec.target
-        if target is not None:
-            key = _NAMED.get(rec.method)
-            if key is not None:
-                name = f"{rec.method} {target}"
-                attrs[key] = target
-                if key == "gen_ai.tool.name":
-                    attrs["gen_ai.operation.name"] = "execute_tool"
-            elif rec.method.startswith("resources/"):
-                attrs["mcp.resource.uri"] = target
-        return name, attrs
+        return name, attrs, stock
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
         obs, rec, span = self.obs, self.rec, self.span
