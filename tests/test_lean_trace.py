@@ -408,9 +408,9 @@ def test_every_observer_sees_the_params_a_server_request_is_sent_with() -> None:
 
 def test_server_spans_of_one_kind_share_their_attribute_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Requests of one kind (method, target, transport, session, version) share the SERVER
-    span's name, attributes and those attributes' OTLP bytes (the span's ``stock``); each span
-    has its own copy of the attributes, a span whose attributes change after it began is encoded
-    attribute by attribute, every span encodes as the reference writes it, and the kinds kept
+    span's name, attributes and the OTLP bytes of both (the span's ``stock``); each span has its
+    own copy of the attributes, a span whose attributes or name change after it began is encoded
+    field by field, every span encodes as the reference writes it, and the kinds kept
     stay bounded."""
     from mcpkit.protocol.jsonrpc import Answer
     from mcpkit.server import tracing
@@ -437,10 +437,12 @@ def test_server_spans_of_one_kind_share_their_attribute_bytes(monkeypatch: pytes
     renamed = serve(3, change=lambda span: span.set_attribute("gen_ai.tool.name", "renamed"))
     added = serve(4, change=lambda span: span.set_attributes({"extra": 5}))
     failed = serve(5, error=True)
-    assert renamed.stock is added.stock is failed.stock is None
+    moved = serve(55, change=lambda span: span.update_name("tools/call elsewhere"))
+    assert renamed.stock is added.stock is failed.stock is moved.stock is None
     assert renamed.attributes["gen_ai.tool.name"] == "renamed" and failed.attributes["error.type"] == "tool_error"
-    later = serve(6)  # the kind's shared attributes were not touched by the spans before
+    later = serve(6)  # the kind's shared name and attributes were not touched by the spans before
     assert later.attributes["gen_ai.tool.name"] == "greet" and "extra" not in later.attributes
+    assert (later.name, moved.name) == ("tools/call greet", "tools/call elsewhere")
     others = [serve(7, "prompts/get", "draft", "s-1"), serve(8, "resources/read", "file:///a", "s-1"), serve(9, "ping", None)]
     assert [s.name for s in others] == ["prompts/get draft", "resources/read", "ping"]
     assert others[1].attributes["mcp.resource.uri"] == "file:///a" and others[1].attributes["mcp.session.id"] == "s-1"

@@ -207,8 +207,9 @@ class LeanSpan(trace.Span):
         self.events: tuple[()] | list[Event] = ()  # a list at the first event: one object less a span
         self.links: tuple[Link, ...] | list[Link] = ()
         self.status = _UNSET
-        #: (n, bytes): the OTLP bytes of the first n attributes, made once for many spans (None: none)
-        self.stock: tuple[int, bytes] | None = None
+        #: (n, attributes, name): the OTLP bytes of the first n attributes and of the name and kind,
+        #: made once for many spans (otlp_export.span_stock); None: none, or changed since
+        self.stock: tuple[int, bytes, bytes] | None = None
         self.start_time = start_time or time.time_ns()
         self.end_time: int | None = None
         self.dropped_attributes = self.dropped_events = self.dropped_links = 0
@@ -256,7 +257,7 @@ class LeanSpan(trace.Span):
 
     def update_name(self, name: str) -> None:
         if self.end_time is None:
-            self.name = name
+            self.name, self.stock = name, None
 
     def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
         """As the SDK: OK is final, UNSET changes nothing, a description only with ERROR."""
@@ -332,11 +333,11 @@ class LeanTracer(trace.Tracer):
 
     def recorded(self, name: str, ctx: SpanContext, parent: SpanContext | None, kind: SpanKind,
                  attributes: dict[str, Any], links: Sequence[Link] | None = None, plain: bool = False,
-                 stock: tuple[int, bytes] | None = None) -> LeanSpan:
+                 stock: tuple[int, bytes, bytes] | None = None) -> LeanSpan:
         """The second half: a recording span for a sampled ``ctx`` (from :meth:`decide`), taking
         ``attributes`` as it is when it is a dict of plain values within the limits (``plain``:
         the caller made it of strings only, so its values need no look; ``stock``: the OTLP bytes
-        of its first attributes, kept by the caller, see LeanSpan.stock)."""
+        of its name and first attributes, kept by the caller, see LeanSpan.stock)."""
         span = LeanSpan(name, ctx, parent, kind, self, None)
         limits = span._limits
         if plain and limits.length is None and len(attributes) <= limits.attributes:

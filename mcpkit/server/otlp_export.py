@@ -108,10 +108,12 @@ def _key_value(key: str, value: Any) -> bytes:
     return _field(b"\x0a", key.encode()) + _field(b"\x12", _value(value))
 
 
-def span_attributes(attrs: dict[str, Any]) -> bytes:
-    """``attrs`` as a Span's ``attributes`` fields (9), in their order: what a LeanSpan's
-    ``stock`` holds for the attributes many spans share."""
-    return b"".join(_field(b"\x4a", _key_value(k, v)) for k, v in attrs.items())
+def span_stock(name: str, kind: SpanKind, attrs: dict[str, Any]) -> tuple[int, bytes, bytes]:
+    """What a LeanSpan's ``stock`` holds for spans that share a name, a kind and their first
+    attributes: how many attributes, their bytes as the Span's ``attributes`` fields (9) in their
+    order, and the bytes of the ``name`` (5) and ``kind`` (6) fields."""
+    return (len(attrs), b"".join(_field(b"\x4a", _key_value(k, v)) for k, v in attrs.items()),
+            _field(b"\x2a", name.encode()) + _KIND[kind])
 
 
 class _Encoder:
@@ -203,23 +205,24 @@ class _Encoder:
                 flags = _FLAGS[(trace_flags & 0xFF) | 0x200]
         if state is not _NO_STATE and state:  # field 3 goes between the span id and the parent's
             ids = ids[:28] + _field(b"\x1a", state.to_header().encode()) + ids[28:]
-        kind = s.kind
-        named = self._names.get((s.name, id(kind)))  # by id: an enum member hashes in Python
-        if named is None:
-            named = _field(b"\x2a", s.name.encode()) + _KIND[kind]
-            if len(self._names) >= _CACHE_MAX:
-                self._names.clear()
-            self._names[(s.name, id(kind))] = named
-        # the attributes' plain dict where the SDK keeps one (the public property wraps it in a
-        # read-only proxy over a mapping class: iterating that costs more than encoding)
-        if type(s) in _PLAIN:
-            attrs, stock = s.attributes, s.stock
-            if stock is not None and len(attrs) >= stock[0]:  # the first attributes' bytes, made once for many spans
-                encoded = stock[1] + self.attributes(b"\x4a", attrs, stock[0]) if len(attrs) > stock[0] else stock[1]
-            else:
-                encoded = self.attributes(b"\x4a", attrs)
+        # the name, kind and first attributes' bytes a lean span may carry, made once for many spans
+        stock = s.stock if type(s) in _PLAIN else None
+        if stock is not None and len(s.attributes) >= stock[0]:
+            n, encoded, named = stock
+            if len(s.attributes) > n:
+                encoded += self.attributes(b"\x4a", s.attributes, n)
         else:
-            encoded = self.attributes(b"\x4a", getattr(s, "_attributes", None) or s.attributes)
+            kind = s.kind
+            named = self._names.get((s.name, id(kind)))  # by id: an enum member hashes in Python
+            if named is None:
+                named = _field(b"\x2a", s.name.encode()) + _KIND[kind]
+                if len(self._names) >= _CACHE_MAX:
+                    self._names.clear()
+                self._names[(s.name, id(kind))] = named
+            # the attributes' plain dict where the SDK keeps one (the public property wraps it in a
+            # read-only proxy over a mapping class: iterating that costs more than encoding)
+            attrs = s.attributes if type(s) in _PLAIN else getattr(s, "_attributes", None) or s.attributes
+            encoded = self.attributes(b"\x4a", attrs)
         parts = [ids, named, _TIMES(0x39, s.start_time or 0, 0x41, s.end_time or 0), encoded]
         if s.dropped_attributes:
             parts += (b"\x50", _varint(s.dropped_attributes))
@@ -259,7 +262,13 @@ class _Encoder:
                 break
         else:
             res, head = self.heads(resource, scope)
-            return _field(b"\x0a", res + _field(b"\x12", head + b"".join(map(self.span, spans))))
+            # one join for the whole message (a batch is ~150 KB: each framing by concatenation copies it)
+            parts = [b"\x0a", b"", res, b"\x12", b"", head]
+            parts += map(self.span, spans)
+            scope_n = sum(map(len, parts)) - len(res) - 2
+            parts[4] = _varint(scope_n)
+            parts[1] = _varint(len(res) + 1 + len(parts[4]) + scope_n)
+            return b"".join(parts)
         groups: dict[tuple[int, int], list[Any]] = {}
         for s in spans:
             groups.setdefault((id(s.resource), id(s.instrumentation_scope)), []).append(s)

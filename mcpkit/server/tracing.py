@@ -71,11 +71,11 @@ class TracingObserver(Observer):
         self._Link, self._Status, self._ERROR = Link, Status, StatusCode.ERROR
         self._SERVER, self._INTERNAL, self._CLIENT = SpanKind.SERVER, SpanKind.INTERNAL, SpanKind.CLIENT
         self._fields: tuple[Any, frozenset[str]] = (None, frozenset())
-        from .otlp_export import span_attributes
+        from .otlp_export import span_stock
 
         #: per kind of request (method, target, transport, session, version): see :meth:`kind`
-        self._kinds: dict[tuple[Any, ...], tuple[str, dict[str, Any], tuple[int, bytes]]] = {}
-        self._stock_of = span_attributes
+        self._kinds: dict[tuple[Any, ...], tuple[str, dict[str, Any], tuple[int, bytes, bytes]]] = {}
+        self._stock_of = span_stock
         from .lean_trace import LeanTracer
 
         #: mcpkit's lean tracer: the SERVER span's sampling decided before its attributes are made
@@ -131,8 +131,8 @@ class TracingObserver(Observer):
         return attrs
 
     def kind(self, method: str, target: str | None, transport: str, session_id: str | None,
-             version: str | None) -> tuple[str, dict[str, Any], tuple[int, bytes]]:
-        """The name, the attributes and their OTLP bytes every request of one kind shares
+             version: str | None) -> tuple[str, dict[str, Any], tuple[int, bytes, bytes]]:
+        """The name, the attributes and their OTLP bytes (the name's too) every request of one kind shares
         (kept: at most _KINDS_MAX kinds; more, and they are made again)."""
         attrs = self.attributes(method, transport, session_id, version)
         name = method
@@ -147,7 +147,7 @@ class TracingObserver(Observer):
                 attrs["mcp.resource.uri"] = target
         if len(self._kinds) >= _KINDS_MAX:
             self._kinds.clear()
-        known = self._kinds[(method, target, transport, session_id, version)] = (name, attrs, (len(attrs), self._stock_of(attrs)))
+        known = self._kinds[(method, target, transport, session_id, version)] = (name, attrs, self._stock_of(name, self._SERVER, attrs))
         return known
 
     # -- notifications, middleware -------------------------------------------------------------
@@ -215,9 +215,10 @@ class _ServerSpan:
             self.token = obs._context.attach(obs._trace.set_span_in_context(span, ctx))
         return span
 
-    def _describe(self) -> tuple[str, dict[str, Any], tuple[int, bytes]]:
+    def _describe(self) -> tuple[str, dict[str, Any], tuple[int, bytes, bytes]]:
         """The span's name and attributes (strings only: the lean tracer takes them unchecked),
-        and the OTLP bytes of all of them but the request id (kept per kind of request)."""
+        and the OTLP bytes of its name and of all its attributes but the request id (kept per
+        kind of request)."""
         obs, rec = self.obs, self.rec
         kind = (rec.method, rec.target, rec.transport, rec.session_id, rec.protocol_version)
         known = obs._kinds.get(kind)
