@@ -206,7 +206,8 @@ class _Encoder:
         if state is not _NO_STATE and state:  # field 3 goes between the span id and the parent's
             ids = ids[:28] + _field(b"\x1a", state.to_header().encode()) + ids[28:]
         # the name, kind and first attributes' bytes a lean span may carry, made once for many spans
-        stock = s.stock if type(s) in _PLAIN else None
+        plain = type(s) in _PLAIN
+        stock = s.stock if plain else None
         if stock is not None and len(s.attributes) >= stock[0]:
             n, encoded, named = stock
             if len(s.attributes) > n:
@@ -221,7 +222,7 @@ class _Encoder:
                 self._names[(s.name, id(kind))] = named
             # the attributes' plain dict where the SDK keeps one (the public property wraps it in a
             # read-only proxy over a mapping class: iterating that costs more than encoding)
-            attrs = s.attributes if type(s) in _PLAIN else getattr(s, "_attributes", None) or s.attributes
+            attrs = s.attributes if plain else getattr(s, "_attributes", None) or s.attributes
             encoded = self.attributes(b"\x4a", attrs)
         parts = [ids, named, _TIMES(0x39, s.start_time or 0, 0x41, s.end_time or 0), encoded]
         if s.dropped_attributes:
@@ -263,12 +264,10 @@ class _Encoder:
         else:
             res, head = self.heads(resource, scope)
             # one join for the whole message (a batch is ~150 KB: each framing by concatenation copies it)
-            parts = [b"\x0a", b"", res, b"\x12", b"", head]
-            parts += map(self.span, spans)
-            scope_n = sum(map(len, parts)) - len(res) - 2
-            parts[4] = _varint(scope_n)
-            parts[1] = _varint(len(res) + 1 + len(parts[4]) + scope_n)
-            return b"".join(parts)
+            scope = [head, *map(self.span, spans)]
+            scope_n = sum(map(len, scope))
+            scope_len = _varint(scope_n)
+            return b"".join([b"\x0a", _varint(len(res) + 1 + len(scope_len) + scope_n), res, b"\x12", scope_len, *scope])
         groups: dict[tuple[int, int], list[Any]] = {}
         for s in spans:
             groups.setdefault((id(s.resource), id(s.instrumentation_scope)), []).append(s)
