@@ -420,9 +420,9 @@ def test_server_spans_of_one_kind_share_their_attribute_bytes(monkeypatch: pytes
     p, kept = provider()
     obs = TracingObserver(p)
 
-    def serve(rid: int, method: str = "tools/call", target: str | None = "greet", session: str | None = None,
-              change: Any = None, error: bool = False) -> LeanSpan:
-        rec = RequestRecord(method, rid, "http", session, "2026-07-28", target, None, {}, "c")
+    def serve(rid: Any, method: str = "tools/call", target: str | None = "greet", session: str | None = None,
+              change: Any = None, error: bool = False, meta: dict[str, Any] | None = None) -> LeanSpan:
+        rec = RequestRecord(method, rid, "http", session, "2026-07-28", target, meta, {}, "c")
         with obs.request(rec):
             if change is not None:
                 change(trace.get_current_span())
@@ -446,6 +446,15 @@ def test_server_spans_of_one_kind_share_their_attribute_bytes(monkeypatch: pytes
     others = [serve(7, "prompts/get", "draft", "s-1"), serve(8, "resources/read", "file:///a", "s-1"), serve(9, "ping", None)]
     assert [s.name for s in others] == ["prompts/get draft", "resources/read", "ping"]
     assert others[1].attributes["mcp.resource.uri"] == "file:///a" and others[1].attributes["mcp.session.id"] == "s-1"
+    # spans the exporter writes from their kept bytes (a parent, a long or absent request id) and
+    # ones it writes field by field though they keep them (a status, an event, a trace state)
+    parent = f"00-{'ab' * 16}-{'cd' * 8}-01"
+    others += [serve(10, meta={"traceparent": parent}), serve("r" * 300), serve(None),
+               serve(11, change=lambda span: span.set_status(StatusCode.ERROR, "told")),
+               serve(12, change=lambda span: span.add_event("seen")),
+               serve(13, meta={"traceparent": parent, "tracestate": "k=v"})]
+    assert all(s.stock is not None for s in others[3:]) and others[3].parent.span_id == 0xCDCDCDCDCDCDCDCD
+    assert "jsonrpc.request.id" not in others[5].attributes and others[-1].context.trace_state.get("k") == "v"
     encoder = _Encoder()
     for _ in range(2):  # the second time with the encoder's own caches warm
         assert parsed(encoder.request(kept.spans)) == parsed(encode_spans(kept.spans).SerializeToString())

@@ -207,9 +207,9 @@ class LeanSpan(trace.Span):
         self.events: tuple[()] | list[Event] = ()  # a list at the first event: one object less a span
         self.links: tuple[Link, ...] | list[Link] = ()
         self.status = _UNSET
-        #: (n, attributes, name): the OTLP bytes of the first n attributes and of the name and kind,
-        #: made once for many spans (otlp_export.span_stock); None: none, or changed since
-        self.stock: tuple[int, bytes, bytes] | None = None
+        #: (n, bytes): the OTLP bytes of the name, the kind and the first n attributes, made once
+        #: for many spans (otlp_export.span_stock); None: none, or changed since
+        self.stock: tuple[int, bytes] | None = None
         self.start_time = start_time or time.time_ns()
         self.end_time: int | None = None
         self.dropped_attributes = self.dropped_events = self.dropped_links = 0
@@ -289,6 +289,7 @@ class LeanSpan(trace.Span):
 
 
 _PLAIN.add(LeanSpan)  # the encoder reads its attributes dict as it is
+_new_span = object.__new__
 
 
 class LeanTracer(trace.Tracer):
@@ -333,7 +334,7 @@ class LeanTracer(trace.Tracer):
 
     def recorded(self, name: str, ctx: SpanContext, parent: SpanContext | None, kind: SpanKind,
                  attributes: dict[str, Any], links: Sequence[Link] | None = None, plain: bool = False,
-                 stock: tuple[int, bytes, bytes] | None = None) -> LeanSpan:
+                 stock: tuple[int, bytes] | None = None) -> LeanSpan:
         """The second half: a recording span for a sampled ``ctx`` (from :meth:`decide`), taking
         ``attributes`` as it is when it is a dict of plain values within the limits (``plain``:
         the caller made it of strings only, so its values need no look; ``stock``: the OTLP bytes
@@ -347,6 +348,28 @@ class LeanTracer(trace.Tracer):
         if links:
             for ln in links:
                 span.add_link(ln.context, ln.attributes)
+        return span
+
+    def server_span(self, name: str, ctx: SpanContext, parent: SpanContext | None, kind: SpanKind,
+                    attributes: dict[str, Any], links: Sequence[Link] | None, stock: tuple[int, bytes] | None) -> LeanSpan:
+        """:meth:`recorded` with ``plain`` for tracing.py's SERVER span, one made per request:
+        within the limits and with no links, the span's fields set here (no ``__init__`` frame,
+        no keyword call); otherwise as :meth:`recorded` does it."""
+        provider = self.provider
+        limits = provider.limits
+        if links or limits.length is not None or len(attributes) > limits.attributes:
+            return self.recorded(name, ctx, parent, kind, attributes, links, plain=True, stock=stock)
+        span = _new_span(LeanSpan)  # the fields LeanSpan.__init__ sets, in its order
+        span.name, span.context, span.parent, span.kind = name, ctx, parent, kind
+        span.attributes = attributes
+        span.events = span.links = ()
+        span.status = _UNSET
+        span.stock = stock
+        span.start_time = time.time_ns()
+        span.end_time = None
+        span.dropped_attributes = span.dropped_events = span.dropped_links = 0
+        span.resource, span.instrumentation_scope = provider.resource, self.scope
+        span._limits, span._processor = limits, provider.processor
         return span
 
     @contextlib.contextmanager

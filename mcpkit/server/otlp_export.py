@@ -55,6 +55,8 @@ _NO_STATE = _NO_STATE_API  # the API's empty trace state, shared by every contex
 #: span classes whose ``attributes`` is a plain dict and that have a ``stock`` (mcpkit's lean spans
 #: register theirs)
 _PLAIN: set[type] = set()
+#: the attribute a SERVER span adds to its kind's kept ones (tracing.py): its request id
+_REQUEST_ID = "jsonrpc.request.id"
 
 
 def _varint(n: int) -> bytes:
@@ -108,12 +110,12 @@ def _key_value(key: str, value: Any) -> bytes:
     return _field(b"\x0a", key.encode()) + _field(b"\x12", _value(value))
 
 
-def span_stock(name: str, kind: SpanKind, attrs: dict[str, Any]) -> tuple[int, bytes, bytes]:
+def span_stock(name: str, kind: SpanKind, attrs: dict[str, Any]) -> tuple[int, bytes]:
     """What a LeanSpan's ``stock`` holds for spans that share a name, a kind and their first
-    attributes: how many attributes, their bytes as the Span's ``attributes`` fields (9) in their
-    order, and the bytes of the ``name`` (5) and ``kind`` (6) fields."""
-    return (len(attrs), b"".join(_field(b"\x4a", _key_value(k, v)) for k, v in attrs.items()),
-            _field(b"\x2a", name.encode()) + _KIND[kind])
+    attributes: how many attributes, and the bytes of the Span's ``name`` (5) and ``kind`` (6)
+    fields followed by those attributes as its ``attributes`` fields (9), in their order."""
+    return (len(attrs), _field(b"\x2a", name.encode()) + _KIND[kind]
+            + b"".join(_field(b"\x4a", _key_value(k, v)) for k, v in attrs.items()))
 
 
 class _Encoder:
@@ -129,6 +131,8 @@ class _Encoder:
         self._names: dict[tuple[str, int], bytes] = {}
         #: by (field tag, attribute key, value length in bytes): a KeyValue's bytes before its string value
         self._heads_by_length: dict[tuple[bytes, str, int], bytes] = {}
+        #: by value length in bytes: the request id attribute's bytes before its value
+        self._rid_heads: dict[int, bytes] = {}
 
     def attributes(self, tag: bytes, attrs: Any, skip: int = 0) -> bytes:
         """Each attribute (after the first ``skip``) as a repeated KeyValue field ``tag``."""
@@ -209,7 +213,8 @@ class _Encoder:
         plain = type(s) in _PLAIN
         stock = s.stock if plain else None
         if stock is not None and len(s.attributes) >= stock[0]:
-            n, encoded, named = stock
+            n, encoded = stock
+            named = b""  # at the head of the kept bytes (the fields' order is free in protobuf)
             if len(s.attributes) > n:
                 encoded += self.attributes(b"\x4a", s.attributes, n)
         else:
@@ -252,6 +257,55 @@ class _Encoder:
         n = len(body)
         return (b"\x12" + (_LENGTHS[n] if n < _SHORT else _varint(n))) + body
 
+    def _spans(self, spans: Sequence[Any], out: list[bytes]) -> int:
+        """Each span's bytes (the ``spans`` field of ScopeSpans) onto ``out``; their length.
+
+        The usual span, a SERVER span as it began (its kept bytes, its request id, no status,
+        events or links), is written here in a few pieces; any other through :meth:`span`."""
+        total = 0
+        add = out.extend
+        rid_heads = self._rid_heads
+        for s in spans:
+            stock = s.stock if type(s) in _PLAIN else None
+            if stock is not None and not (s.events or s.links or s.dropped_attributes) and s.status is UNSET_STATUS:
+                trace_id, span_id, _, trace_flags, state, _ = s.context
+                attrs = s.attributes
+                n, kept = stock
+                extra = len(attrs) - n
+                rid = attrs.get(_REQUEST_ID) if extra == 1 else None
+                if (not extra or type(rid) is str) and (state is _NO_STATE or not state):
+                    parent = s.parent
+                    if parent is None:
+                        ids = _IDS(b"\x0a\x10", trace_id >> 64, trace_id & _U64, b"\x12\x08", span_id)
+                        tail = _UNSET_TAIL[_FLAGS[trace_flags & 0xFF]]
+                    else:
+                        ids = _IDS_PARENT(b"\x0a\x10", trace_id >> 64, trace_id & _U64, b"\x12\x08", span_id,
+                                          b"\x22\x08", parent[1])
+                        tail = _UNSET_TAIL[_FLAGS[(trace_flags & 0xFF) | (0x200 if parent[2] else 0)]]
+                    if extra:
+                        raw = rid.encode()  # type: ignore[union-attr]
+                        head = rid_heads.get(len(raw))
+                        if head is None:
+                            head = self._rid_head(len(raw))
+                    else:
+                        raw = head = b""
+                    size = len(ids) + 18 + len(kept) + len(head) + len(raw) + len(tail)
+                    length = _LENGTHS[size] if size < _SHORT else _varint(size)
+                    add((b"\x12", length, ids, _TIMES(0x39, s.start_time or 0, 0x41, s.end_time or 0), kept, head, raw, tail))
+                    total += 1 + len(length) + size
+                    continue
+            one = self.span(s)
+            out.append(one)
+            total += len(one)
+        return total
+
+    def _rid_head(self, length: int) -> bytes:
+        """A request id's KeyValue bytes before its value of ``length`` bytes (kept by length)."""
+        if len(self._rid_heads) > _CACHE_MAX:
+            self._rid_heads.clear()
+        head = self._rid_heads[length] = self._head(b"\x4a", _REQUEST_ID, length)
+        return head
+
     def request(self, spans: Sequence[Any]) -> bytes:
         """An ExportTraceServiceRequest: the spans grouped by resource, then by scope."""
         if not spans:
@@ -264,10 +318,10 @@ class _Encoder:
         else:
             res, head = self.heads(resource, scope)
             # one join for the whole message (a batch is ~150 KB: each framing by concatenation copies it)
-            scope = [head, *map(self.span, spans)]
-            scope_n = sum(map(len, scope))
+            pieces = [head]
+            scope_n = len(head) + self._spans(spans, pieces)
             scope_len = _varint(scope_n)
-            return b"".join([b"\x0a", _varint(len(res) + 1 + len(scope_len) + scope_n), res, b"\x12", scope_len, *scope])
+            return b"".join([b"\x0a", _varint(len(res) + 1 + len(scope_len) + scope_n), res, b"\x12", scope_len, *pieces])
         groups: dict[tuple[int, int], list[Any]] = {}
         for s in spans:
             groups.setdefault((id(s.resource), id(s.instrumentation_scope)), []).append(s)

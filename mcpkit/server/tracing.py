@@ -74,7 +74,7 @@ class TracingObserver(Observer):
         from .otlp_export import span_stock
 
         #: per kind of request (method, target, transport, session, version): see :meth:`kind`
-        self._kinds: dict[tuple[Any, ...], tuple[str, dict[str, Any], tuple[int, bytes, bytes]]] = {}
+        self._kinds: dict[tuple[Any, ...], tuple[str, dict[str, Any], tuple[int, bytes]]] = {}
         self._stock_of = span_stock
         from .lean_trace import LeanTracer
 
@@ -131,7 +131,7 @@ class TracingObserver(Observer):
         return attrs
 
     def kind(self, method: str, target: str | None, transport: str, session_id: str | None,
-             version: str | None) -> tuple[str, dict[str, Any], tuple[int, bytes, bytes]]:
+             version: str | None) -> tuple[str, dict[str, Any], tuple[int, bytes]]:
         """The name, the attributes and their OTLP bytes (the name's too) every request of one kind shares
         (kept: at most _KINDS_MAX kinds; more, and they are made again)."""
         attrs = self.attributes(method, transport, session_id, version)
@@ -204,8 +204,16 @@ class _ServerSpan:
                 parent, sc = lean.decide(ctx)
             self.recording = bool(sc[3] & 1)  # sampled (its trace flags)
             if self.recording:
-                name, attrs, stock = self._describe()
-                span = lean.recorded(name, sc, parent, obs._SERVER, attrs, links, plain=True, stock=stock)
+                rec = self.rec  # the span's name and attributes: _describe's, inline (a frame less a request)
+                kind = (rec.method, rec.target, rec.transport, rec.session_id, rec.protocol_version)
+                known = obs._kinds.get(kind)
+                if known is None:
+                    known = obs.kind(*kind)
+                name, shared, stock = known
+                attrs = shared.copy()
+                if rec.request_id is not None:  # last: the kept bytes are those of the attributes before it
+                    attrs["jsonrpc.request.id"] = str(rec.request_id)
+                span = lean.server_span(name, sc, parent, obs._SERVER, attrs, links, stock)
             else:
                 span = obs._unrecorded(sc)
         self.span = span
@@ -215,10 +223,10 @@ class _ServerSpan:
             self.token = obs._context.attach(obs._trace.set_span_in_context(span, ctx))
         return span
 
-    def _describe(self) -> tuple[str, dict[str, Any], tuple[int, bytes, bytes]]:
+    def _describe(self) -> tuple[str, dict[str, Any], tuple[int, bytes]]:
         """The span's name and attributes (strings only: the lean tracer takes them unchecked),
         and the OTLP bytes of its name and of all its attributes but the request id (kept per
-        kind of request)."""
+        kind of request). The lean path in :meth:`__enter__` does the same inline."""
         obs, rec = self.obs, self.rec
         kind = (rec.method, rec.target, rec.transport, rec.session_id, rec.protocol_version)
         known = obs._kinds.get(kind)
