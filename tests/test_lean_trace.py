@@ -94,6 +94,22 @@ def test_samplers_as_the_variables_name_them() -> None:
     assert sampler_from_env("no_such_sampler")(None, 5) is True  # the default: parentbased_always_on
 
 
+def test_the_default_sampler_keeps_the_parents_decision_in_the_tracer() -> None:
+    """parentbased_always_on, which the tracer applies without calling it: a root is sampled,
+    a child follows its parent's flag, remote or local."""
+    p, kept = provider()
+    tracer = p.get_tracer("t")
+    unsampled = SpanContext(REMOTE.trace_id, REMOTE.span_id, True, TraceFlags(0))
+    spans = [tracer.start_span("root"), tracer.start_span("remote-on", under(REMOTE)),
+             tracer.start_span("remote-off", under(unsampled))]
+    spans.append(tracer.start_span("local-off", trace.set_span_in_context(spans[2])))
+    assert [s.is_recording() for s in spans] == [True, True, False, False]
+    assert [bool(s.get_span_context().trace_flags & 1) for s in spans] == [True, True, False, False]
+    for s in spans:
+        s.end()
+    assert [s.name for s in kept.spans] == ["root", "remote-on"]
+
+
 def test_an_unsampled_span_records_nothing_but_carries_the_context() -> None:
     p, kept = provider("parentbased_traceidratio", "0")
     tracer = p.get_tracer("t")

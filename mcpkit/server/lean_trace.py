@@ -66,12 +66,15 @@ def _always_off(parent: Any, trace_id: int) -> bool:
     return False
 
 
+def _parent_based_always_on(parent: Any, trace_id: int) -> bool:
+    """The default sampler (LeanTracer.decide_under applies it inline, without this call)."""
+    return parent is None or bool(parent[3] & 1)
+
+
 def _parent_based(root: Sampler) -> Sampler:
     """A child follows its parent's sampled flag (remote or local); a root asks ``root``."""
     if root is _always_on:  # the default sampler: one call a span, not two
-        def sample_on(parent: Any, trace_id: int) -> bool:
-            return parent is None or bool(parent[3] & 1)
-        return sample_on
+        return _parent_based_always_on
 
     def sample(parent: Any, trace_id: int) -> bool:
         if parent is not None:
@@ -329,7 +332,11 @@ class LeanTracer(trace.Tracer):
         else:
             trace_id, state = parent[0], parent[4]
         # SpanContext's own __new__ checks ids these are by construction: its tuple made directly
-        flags = _SAMPLED if self.provider.sampler(parent, trace_id) else _UNSAMPLED
+        sampler = self.provider.sampler
+        if sampler is _parent_based_always_on:  # the default: its rule here, not a call
+            flags = _SAMPLED if parent is None or parent[3] & 1 else _UNSAMPLED
+        else:
+            flags = _SAMPLED if sampler(parent, trace_id) else _UNSAMPLED
         return parent, _context(SpanContext, (trace_id, getrandbits(64) or 1, False, flags, state, True))
 
     def recorded(self, name: str, ctx: SpanContext, parent: SpanContext | None, kind: SpanKind,

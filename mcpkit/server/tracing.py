@@ -51,6 +51,7 @@ FLUSH_S = 5.0
 _KINDS_MAX = 1024
 #: a span with no context to continue and no links
 _NO_PARENT: tuple[None, tuple[()]] = (None, ())
+_new_server_span = object.__new__
 
 
 def need_otel() -> None:
@@ -97,7 +98,9 @@ class TracingObserver(Observer):
 
     # -- requests ------------------------------------------------------------------------------
     def request(self, rec: RequestRecord) -> "_ServerSpan":
-        return _ServerSpan(self, rec)
+        server = _new_server_span(_ServerSpan)  # its two fields set here: no __init__ frame a request
+        server.obs, server.rec = self, rec
+        return server
 
     def parent(self, meta: dict[str, Any] | None, headers: dict[str, str] | None) -> tuple[Any, Sequence[Any]]:
         """The context a span continues, and its links: ``params._meta`` first, the HTTP
@@ -181,14 +184,20 @@ class _ServerSpan:
     """The SERVER span of one request, current (contextvars) while the request is served."""
 
     __slots__ = ("obs", "rec", "span", "token", "recording")
-
-    def __init__(self, obs: TracingObserver, rec: RequestRecord) -> None:
-        self.obs = obs
-        self.rec = rec
+    obs: TracingObserver  # set by TracingObserver.request
+    rec: RequestRecord
 
     def __enter__(self) -> Any:
-        obs = self.obs
-        ctx, links = obs.parent(self.rec.meta, self.rec.headers)
+        obs, rec = self.obs, self.rec
+        meta, headers = rec.meta, rec.headers
+        fields = obs._fields
+        # the usual request carries no context: parent()'s answer without its call (the fields
+        # checked against the propagator's, as parent() keeps them)
+        if (fields[0] is obs._propagate.get_global_textmap() and (meta is None or fields[1].isdisjoint(meta))
+                and (headers is None or fields[1].isdisjoint(headers))):
+            ctx, links = _NO_PARENT
+        else:
+            ctx, links = obs.parent(meta, headers)
         lean, var = obs._lean, obs._var
         if lean is None:
             name, attrs, _ = self._describe()
@@ -203,8 +212,7 @@ class _ServerSpan:
             else:
                 parent, sc = lean.decide(ctx)
             self.recording = bool(sc[3] & 1)  # sampled (its trace flags)
-            if self.recording:
-                rec = self.rec  # the span's name and attributes: _describe's, inline (a frame less a request)
+            if self.recording:  # the span's name and attributes: _describe's, inline (a frame less a request)
                 kind = (rec.method, rec.target, rec.transport, rec.session_id, rec.protocol_version)
                 known = obs._kinds.get(kind)
                 if known is None:
