@@ -23,7 +23,7 @@ from opentelemetry.trace import (Link, NonRecordingSpan, SpanContext, SpanKind, 
 
 from mcpkit.server.lean_trace import (BatchExport, Discard, LeanSpan, LeanTracerProvider, Limits,  # noqa: E402
                                       sampler_from_env)
-from mcpkit.server.otlp_export import OtlpHttpSpanExporter, _Encoder  # noqa: E402
+from mcpkit.server.otlp_export import OtlpHttpSpanExporter, _Encoder, record  # noqa: E402
 
 from .otlp_receiver import OtlpReceiver  # noqa: E402
 from .test_otlp_encoding import REMOTE as SAMPLE_PARENT  # noqa: E402
@@ -474,6 +474,14 @@ def test_server_spans_of_one_kind_share_their_attribute_bytes(monkeypatch: pytes
     encoder = _Encoder()
     for _ in range(2):  # the second time with the encoder's own caches warm
         assert parsed(encoder.request(kept.spans)) == parsed(encode_spans(kept.spans).SerializeToString())
+    # as the batch processor keeps them: records for the spans as they began, objects for the rest
+    records = [record(s) for s in kept.spans]
+    assert [type(r) is tuple for r in records] == [True] * 2 + [False] * 4 + [True] * 7 + [False] * 3
+    assert parsed(encoder.request(records)) == parsed(encode_spans(kept.spans).SerializeToString())
+    own = p.get_tracer("plugin.scope").start_span("own")  # another scope in the same batch, between records
+    own.end()
+    mixed = [*records[:3], own, *records[3:]]
+    assert parsed(encoder.request(mixed)) == parsed(encode_spans([*kept.spans[:3], own, *kept.spans[3:-1]]).SerializeToString())
 
     monkeypatch.setattr(tracing, "_KINDS_MAX", 4)
     for i in range(10):  # a new session is a new kind: at most _KINDS_MAX are kept

@@ -38,7 +38,7 @@ from opentelemetry import trace
 from opentelemetry.trace import (DEFAULT_TRACE_STATE, Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode,
                                  TraceFlags, use_span)
 
-from .otlp_export import _PLAIN, UNSET_STATUS as _UNSET
+from .otlp_export import _PLAIN, UNSET_STATUS as _UNSET, OtlpHttpSpanExporter, record
 
 log = logging.getLogger("mcpkit.server")
 
@@ -210,9 +210,10 @@ class LeanSpan(trace.Span):
         self.events: tuple[()] | list[Event] = ()  # a list at the first event: one object less a span
         self.links: tuple[Link, ...] | list[Link] = ()
         self.status = _UNSET
-        #: (n, bytes): the OTLP bytes of the name, the kind and the first n attributes, made once
-        #: for many spans (otlp_export.span_stock); None: none, or changed since
-        self.stock: tuple[int, bytes] | None = None
+        #: (n, bytes, heads): the OTLP bytes of the name, the kind and the first n attributes, and
+        #: of the tracer's resource and scope, made once for many spans (otlp_export.span_stock);
+        #: None: none, or changed since
+        self.stock: tuple[int, bytes, Any] | None = None
         self.start_time = start_time or time.time_ns()
         self.end_time: int | None = None
         self.dropped_attributes = self.dropped_events = self.dropped_links = 0
@@ -341,7 +342,7 @@ class LeanTracer(trace.Tracer):
 
     def recorded(self, name: str, ctx: SpanContext, parent: SpanContext | None, kind: SpanKind,
                  attributes: dict[str, Any], links: Sequence[Link] | None = None, plain: bool = False,
-                 stock: tuple[int, bytes] | None = None) -> LeanSpan:
+                 stock: tuple[int, bytes, Any] | None = None) -> LeanSpan:
         """The second half: a recording span for a sampled ``ctx`` (from :meth:`decide`), taking
         ``attributes`` as it is when it is a dict of plain values within the limits (``plain``:
         the caller made it of strings only, so its values need no look; ``stock``: the OTLP bytes
@@ -358,7 +359,7 @@ class LeanTracer(trace.Tracer):
         return span
 
     def server_span(self, name: str, ctx: SpanContext, parent: SpanContext | None, kind: SpanKind,
-                    attributes: dict[str, Any], links: Sequence[Link] | None, stock: tuple[int, bytes] | None) -> LeanSpan:
+                    attributes: dict[str, Any], links: Sequence[Link] | None, stock: tuple[int, bytes, Any] | None) -> LeanSpan:
         """:meth:`recorded` with ``plain`` for tracing.py's SERVER span, one made per request:
         within the limits and with no links, the span's fields set here (no ``__init__`` frame,
         no keyword call); otherwise as :meth:`recorded` does it."""
@@ -441,7 +442,11 @@ class BatchExport:
     """Ended spans into a bounded list (``OTEL_BSP_MAX_QUEUE_SIZE``; past it they are dropped,
     counted in ``dropped``, and logged once), exported by a background thread in batches of
     ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` every ``OTEL_BSP_SCHEDULE_DELAY`` ms, or as soon as a
-    batch is full. Ending a span costs a list append and a length test."""
+    batch is full. Ending a span costs a list append and a length test; with mcpkit's OTLP
+    exporter, a SERVER span as it began is kept as a record of plain values
+    (otlp_export.record), which the garbage collector stops tracking at once and which frees
+    the span's objects while it waits (a span object would be tracked and traversed by every
+    collection until its batch goes out)."""
 
     def __init__(self, exporter: Any) -> None:
         self.exporter = exporter
@@ -449,7 +454,9 @@ class BatchExport:
         self.batch = min(_env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", default=512) or 512, self.max_queue)
         self.delay = (_env_int("OTEL_BSP_SCHEDULE_DELAY", default=5000) or 5000) / 1000
         self.dropped = 0
-        self._queue: collections.deque[LeanSpan] = collections.deque()
+        #: what an ended span is kept as (otlp_export.record), when the exporter takes records
+        self._record: Callable[[LeanSpan], Any] | None = record if isinstance(exporter, OtlpHttpSpanExporter) else None
+        self._queue: collections.deque[Any] = collections.deque()
         self._wake = threading.Event()
         self._flushed = threading.Condition()
         self._flush_asked = 0
@@ -472,7 +479,8 @@ class BatchExport:
                 log.warning("traces: the span queue is full (OTEL_BSP_MAX_QUEUE_SIZE=%d): spans are dropped while it is "
                             "(logged once; BatchExport.dropped counts them)", self.max_queue)
             return
-        queue.append(span)  # deque.append and popleft are atomic: no lock between the two threads
+        keep = self._record
+        queue.append(span if keep is None else keep(span))  # deque.append and popleft are atomic: no lock
         if n + 1 == self.batch:
             self._wake.set()
 
@@ -483,7 +491,7 @@ class BatchExport:
         self._thread = threading.Thread(target=self._run, name="mcpkit-spans", daemon=True)
         self._thread.start()
 
-    def _take(self) -> list[LeanSpan]:
+    def _take(self) -> list[Any]:
         """Up to one batch from the front of the queue (the serving thread only appends)."""
         queue, out = self._queue, []
         pop = queue.popleft
@@ -511,7 +519,7 @@ class BatchExport:
             if self._stop:
                 return
 
-    def _export(self, spans: list[LeanSpan]) -> None:
+    def _export(self, spans: list[Any]) -> None:
         if not spans:
             return
         try:

@@ -110,12 +110,20 @@ def _key_value(key: str, value: Any) -> bytes:
     return _field(b"\x0a", key.encode()) + _field(b"\x12", _value(value))
 
 
-def span_stock(name: str, kind: SpanKind, attrs: dict[str, Any]) -> tuple[int, bytes]:
+def span_stock(name: str, kind: SpanKind, attrs: dict[str, Any],
+               heads: tuple[bytes, bytes] | None = None) -> tuple[int, bytes, tuple[bytes, bytes] | None]:
     """What a LeanSpan's ``stock`` holds for spans that share a name, a kind and their first
-    attributes: how many attributes, and the bytes of the Span's ``name`` (5) and ``kind`` (6)
-    fields followed by those attributes as its ``attributes`` fields (9), in their order."""
+    attributes: how many attributes; the bytes of the Span's ``name`` (5) and ``kind`` (6)
+    fields followed by those attributes as its ``attributes`` fields (9), in their order; and
+    ``heads``, the encoded resource and scope of the tracer that makes them (:func:`heads_of`;
+    None: such spans are exported as objects, not records)."""
     return (len(attrs), _field(b"\x2a", name.encode()) + _KIND[kind]
-            + b"".join(_field(b"\x4a", _key_value(k, v)) for k, v in attrs.items()))
+            + b"".join(_field(b"\x4a", _key_value(k, v)) for k, v in attrs.items()), heads)
+
+
+def heads_of(resource: Any, scope: Any) -> tuple[bytes, bytes]:
+    """The encoded ``resource`` field of ResourceSpans and ``scope`` field of ScopeSpans."""
+    return _Encoder().heads(resource, scope)
 
 
 class _Encoder:
@@ -213,7 +221,7 @@ class _Encoder:
         plain = type(s) in _PLAIN
         stock = s.stock if plain else None
         if stock is not None and len(s.attributes) >= stock[0]:
-            n, encoded = stock
+            n, encoded, _ = stock
             named = b""  # at the head of the kept bytes (the fields' order is free in protobuf)
             if len(s.attributes) > n:
                 encoded += self.attributes(b"\x4a", s.attributes, n)
@@ -260,43 +268,35 @@ class _Encoder:
     def _spans(self, spans: Sequence[Any], out: list[bytes]) -> int:
         """Each span's bytes (the ``spans`` field of ScopeSpans) onto ``out``; their length.
 
-        The usual span, a SERVER span as it began (its kept bytes, its request id, no status,
-        events or links), is written here in a few pieces; any other through :meth:`span`."""
+        A record (a tuple: see :func:`record`) is written here in a few pieces from its kept
+        bytes; a span object through :meth:`span`."""
         total = 0
         add = out.extend
         rid_heads = self._rid_heads
         for s in spans:
-            stock = s.stock if type(s) in _PLAIN else None
-            if stock is not None and not (s.events or s.links or s.dropped_attributes) and s.status is UNSET_STATUS:
-                trace_id, span_id, _, trace_flags, state, _ = s.context
-                attrs = s.attributes
-                n, kept = stock
-                extra = len(attrs) - n
-                rid = attrs.get(_REQUEST_ID) if extra == 1 else None
-                if (not extra or type(rid) is str) and (state is _NO_STATE or not state):
-                    parent = s.parent
-                    if parent is None:
-                        ids = _IDS(b"\x0a\x10", trace_id >> 64, trace_id & _U64, b"\x12\x08", span_id)
-                        tail = _UNSET_TAIL[_FLAGS[trace_flags & 0xFF]]
-                    else:
-                        ids = _IDS_PARENT(b"\x0a\x10", trace_id >> 64, trace_id & _U64, b"\x12\x08", span_id,
-                                          b"\x22\x08", parent[1])
-                        tail = _UNSET_TAIL[_FLAGS[(trace_flags & 0xFF) | (0x200 if parent[2] else 0)]]
-                    if extra:
-                        raw = rid.encode()  # type: ignore[union-attr]
-                        head = rid_heads.get(len(raw))
-                        if head is None:
-                            head = self._rid_head(len(raw))
-                    else:
-                        raw = head = b""
-                    size = len(ids) + 18 + len(kept) + len(head) + len(raw) + len(tail)
-                    length = _LENGTHS[size] if size < _SHORT else _varint(size)
-                    add((b"\x12", length, ids, _TIMES(0x39, s.start_time or 0, 0x41, s.end_time or 0), kept, head, raw, tail))
-                    total += 1 + len(length) + size
-                    continue
-            one = self.span(s)
-            out.append(one)
-            total += len(one)
+            if type(s) is tuple:
+                stock, trace_id, span_id, parent_id, flags, start, end, rid = s
+                if parent_id:
+                    ids = _IDS_PARENT(b"\x0a\x10", trace_id >> 64, trace_id & _U64, b"\x12\x08", span_id,
+                                      b"\x22\x08", parent_id)
+                else:
+                    ids = _IDS(b"\x0a\x10", trace_id >> 64, trace_id & _U64, b"\x12\x08", span_id)
+                if rid is None:
+                    raw = head = b""
+                else:
+                    raw = rid.encode()
+                    head = rid_heads.get(len(raw))
+                    if head is None:
+                        head = self._rid_head(len(raw))
+                kept, tail = stock[1], _UNSET_TAIL[_FLAGS[flags]]
+                size = len(ids) + 18 + len(kept) + len(head) + len(raw) + len(tail)
+                length = _LENGTHS[size] if size < _SHORT else _varint(size)
+                add((b"\x12", length, ids, _TIMES(0x39, start, 0x41, end), kept, head, raw, tail))
+                total += 1 + len(length) + size
+            else:
+                one = self.span(s)
+                out.append(one)
+                total += len(one)
         return total
 
     def _rid_head(self, length: int) -> bytes:
@@ -307,33 +307,71 @@ class _Encoder:
         return head
 
     def request(self, spans: Sequence[Any]) -> bytes:
-        """An ExportTraceServiceRequest: the spans grouped by resource, then by scope."""
+        """An ExportTraceServiceRequest: the spans (span objects, or records of SERVER spans as
+        :func:`record` makes them) grouped by resource, then by scope."""
         if not spans:
             return b""
         first = spans[0]
-        resource, scope = first.resource, first.instrumentation_scope
-        for s in spans:  # the usual case: one tracer's spans, one group
-            if s.instrumentation_scope is not scope or s.resource is not resource:
-                break
-        else:
-            res, head = self.heads(resource, scope)
-            # one join for the whole message (a batch is ~150 KB: each framing by concatenation copies it)
-            pieces = [head]
-            scope_n = len(head) + self._spans(spans, pieces)
-            scope_len = _varint(scope_n)
-            return b"".join([b"\x0a", _varint(len(res) + 1 + len(scope_len) + scope_n), res, b"\x12", scope_len, *pieces])
-        groups: dict[tuple[int, int], list[Any]] = {}
+        if type(first) is tuple:  # the usual batch: records of one tracer's SERVER spans
+            heads = first[0][2]
+            for s in spans:
+                if type(s) is not tuple or s[0][2] is not heads:
+                    break
+            else:
+                return self._message({heads[0]: {heads[1]: spans}})
+        else:  # one tracer's span objects
+            resource, scope = first.resource, first.instrumentation_scope
+            for s in spans:
+                if type(s) is tuple or s.instrumentation_scope is not scope or s.resource is not resource:
+                    break
+            else:
+                res, head = self.heads(resource, scope)
+                return self._message({res: {head: spans}})
+        groups: dict[bytes, dict[bytes, list[Any]]] = {}
         for s in spans:
-            groups.setdefault((id(s.resource), id(s.instrumentation_scope)), []).append(s)
-        by_resource: dict[int, list[bytes]] = {}
-        resources: dict[int, bytes] = {}
-        for group in groups.values():
-            first = group[0]
-            res, head = self.heads(first.resource, first.instrumentation_scope)
-            body = head + b"".join(map(self.span, group))
-            resources[id(first.resource)] = res
-            by_resource.setdefault(id(first.resource), []).append(_field(b"\x12", body))
-        return b"".join(_field(b"\x0a", resources[r] + b"".join(scopes)) for r, scopes in by_resource.items())
+            res, head = s[0][2] if type(s) is tuple else self.heads(s.resource, s.instrumentation_scope)
+            groups.setdefault(res, {}).setdefault(head, []).append(s)
+        return self._message(groups)
+
+    def _message(self, groups: dict[bytes, dict[bytes, Sequence[Any]]]) -> bytes:
+        """The message's bytes from spans grouped by their encoded resource and scope fields,
+        written with one join (a batch is ~150 KB: each framing by concatenation copies it)."""
+        out: list[bytes] = []
+        for res, scopes in groups.items():
+            pieces = [res]
+            n = len(res)
+            for head, group in scopes.items():
+                spans = [head]
+                scope_n = len(head) + self._spans(group, spans)
+                scope_len = _varint(scope_n)
+                pieces += (b"\x12", scope_len, *spans)
+                n += 1 + len(scope_len) + scope_n
+            out += (b"\x0a", _varint(n), *pieces)
+        return b"".join(out)
+
+
+def record(span: Any) -> Any:
+    """What an ended span is kept as until it is exported: for a SERVER span as it began (its
+    ``stock`` with the encoded resource and scope, at most a request id added, no status,
+    events, links or trace state) a plain tuple of numbers, strings and bytes, ``(stock,
+    trace id, span id, parent span id or 0, flags key, start, end, request id or None)``,
+    which the garbage collector stops tracking at its first pass and which frees the span's
+    objects at once; any other span as it is (lean_trace.BatchExport keeps what this gives)."""
+    stock = span.stock if type(span) in _PLAIN else None
+    if stock is None or stock[2] is None or span.events or span.links or span.dropped_attributes \
+            or span.status is not UNSET_STATUS:
+        return span
+    trace_id, span_id, _, flags, state, _ = span.context
+    attrs = span.attributes
+    extra = len(attrs) - stock[0]
+    rid = attrs.get(_REQUEST_ID) if extra == 1 else None
+    if (extra and type(rid) is not str) or (state is not _NO_STATE and state):
+        return span
+    parent = span.parent
+    if parent is None:
+        return (stock, trace_id, span_id, 0, flags & 0xFF, span.start_time, span.end_time, rid)
+    return (stock, trace_id, span_id, parent[1], (flags & 0xFF) | (0x200 if parent[2] else 0), span.start_time,
+            span.end_time, rid)
 
 
 def otlp_env(signal: str, name: str, default: str | None = None) -> str | None:
@@ -460,7 +498,7 @@ class OtlpHttpSpanExporter(SpanExporter):
             self._drop_connection()
 
 
-__all__ = ["OtlpHttpSpanExporter", "endpoint_from_env"]
+__all__ = ["OtlpHttpSpanExporter", "endpoint_from_env", "heads_of", "record", "span_stock"]
 
 
 #: the protobuf pieces the metrics exporter (metrics_otlp.py) writes its messages with

@@ -72,15 +72,18 @@ class TracingObserver(Observer):
         self._Link, self._Status, self._ERROR = Link, Status, StatusCode.ERROR
         self._SERVER, self._INTERNAL, self._CLIENT = SpanKind.SERVER, SpanKind.INTERNAL, SpanKind.CLIENT
         self._fields: tuple[Any, frozenset[str]] = (None, frozenset())
-        from .otlp_export import span_stock
+        from .otlp_export import heads_of, span_stock
 
         #: per kind of request (method, target, transport, session, version): see :meth:`kind`
-        self._kinds: dict[tuple[Any, ...], tuple[str, dict[str, Any], tuple[int, bytes]]] = {}
+        self._kinds: dict[tuple[Any, ...], tuple[str, dict[str, Any], tuple[int, bytes, Any]]] = {}
         self._stock_of = span_stock
         from .lean_trace import LeanTracer
 
         #: mcpkit's lean tracer: the SERVER span's sampling decided before its attributes are made
         self._lean: Any = self.tracer if isinstance(self.tracer, LeanTracer) else None
+        #: the lean tracer's resource and scope, encoded: with them in the stock, its SERVER spans
+        #: wait for export as records (otlp_export.record)
+        self._heads = heads_of(self._lean.provider.resource, self._lean.scope) if self._lean is not None else None
         self._unrecorded = trace.NonRecordingSpan
         #: with the lean tracer and the API's default runtime context (a ContextVar holding a
         #: Context), the SERVER span reads and sets that variable itself: the same contexts the
@@ -134,7 +137,7 @@ class TracingObserver(Observer):
         return attrs
 
     def kind(self, method: str, target: str | None, transport: str, session_id: str | None,
-             version: str | None) -> tuple[str, dict[str, Any], tuple[int, bytes]]:
+             version: str | None) -> tuple[str, dict[str, Any], tuple[int, bytes, Any]]:
         """The name, the attributes and their OTLP bytes (the name's too) every request of one kind shares
         (kept: at most _KINDS_MAX kinds; more, and they are made again)."""
         attrs = self.attributes(method, transport, session_id, version)
@@ -150,7 +153,7 @@ class TracingObserver(Observer):
                 attrs["mcp.resource.uri"] = target
         if len(self._kinds) >= _KINDS_MAX:
             self._kinds.clear()
-        known = self._kinds[(method, target, transport, session_id, version)] = (name, attrs, self._stock_of(name, self._SERVER, attrs))
+        known = self._kinds[(method, target, transport, session_id, version)] = (name, attrs, self._stock_of(name, self._SERVER, attrs, self._heads))
         return known
 
     # -- notifications, middleware -------------------------------------------------------------
@@ -231,7 +234,7 @@ class _ServerSpan:
             self.token = obs._context.attach(obs._trace.set_span_in_context(span, ctx))
         return span
 
-    def _describe(self) -> tuple[str, dict[str, Any], tuple[int, bytes]]:
+    def _describe(self) -> tuple[str, dict[str, Any], tuple[int, bytes, Any]]:
         """The span's name and attributes (strings only: the lean tracer takes them unchecked),
         and the OTLP bytes of its name and of all its attributes but the request id (kept per
         kind of request). The lean path in :meth:`__enter__` does the same inline."""
