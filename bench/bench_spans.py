@@ -61,7 +61,8 @@ def micro(calls: int, rounds: int) -> None:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         from mcpkit.protocol.jsonrpc import Answer
-        from mcpkit.server.lean_trace import Discard, LeanTracerProvider
+        from mcpkit.server.lean_trace import LeanTracerProvider
+        from mcpkit.server.span_batching import Discard
         from mcpkit.server.observe import RequestRecord
         from mcpkit.server.otlp_export import OtlpHttpSpanExporter
         from mcpkit.server.tracing import TracingObserver, tracer_provider

@@ -1,4 +1,4 @@
-"""mcpkit's lean tracer (mcpkit/server/lean_trace.py), directly: ids, samplers and parent-based
+"""mcpkit's lean tracer (mcpkit/server/lean_trace.py, span_batching.py), directly: ids, samplers and parent-based
 decisions, attribute checks and limits, the OpenTelemetry API behaviour a tool's own spans rely
 on (current span, children, exceptions), the bounded queue and its drops, and the OTLP bytes of
 lean spans parsed back with the OpenTelemetry protobuf definitions and posted to a real
@@ -21,9 +21,9 @@ from opentelemetry.sdk.trace.sampling import TraceIdRatioBased  # noqa: E402
 from opentelemetry.trace import (Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags,  # noqa: E402
                                  TraceState)
 
-from mcpkit.server.lean_trace import (BatchExport, Discard, LeanSpan, LeanTracerProvider, Limits,  # noqa: E402
-                                      sampler_from_env)
+from mcpkit.server.lean_trace import LeanSpan, LeanTracerProvider, Limits, sampler_from_env  # noqa: E402
 from mcpkit.server.otlp_export import OtlpHttpSpanExporter, _Encoder, record  # noqa: E402
+from mcpkit.server.span_batching import BatchExport, Discard  # noqa: E402
 
 from .otlp_receiver import OtlpReceiver  # noqa: E402
 from .test_otlp_encoding import REMOTE as SAMPLE_PARENT  # noqa: E402

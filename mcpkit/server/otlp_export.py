@@ -356,7 +356,7 @@ def record(span: Any) -> Any:
     events, links or trace state) a plain tuple of numbers, strings and bytes, ``(stock,
     trace id, span id, parent span id or 0, flags key, start, end, request id or None)``,
     which the garbage collector stops tracking at its first pass and which frees the span's
-    objects at once; any other span as it is (lean_trace.BatchExport keeps what this gives)."""
+    objects at once; any other span as it is (span_batching.BatchExport keeps what this gives)."""
     stock = span.stock if type(span) in _PLAIN else None
     if stock is None or stock[2] is None or span.events or span.links or span.dropped_attributes \
             or span.status is not UNSET_STATUS:

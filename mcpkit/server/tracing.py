@@ -296,7 +296,8 @@ def new_provider(service_name: str) -> Any:
     names = _exporter_names()
     provider: Any
     if set(names) <= {"otlp", "none"}:  # mcpkit's own exporter or none: mcpkit's lean spans (lean_trace.py)
-        from .lean_trace import BatchExport, Discard, LeanTracerProvider
+        from .lean_trace import LeanTracerProvider
+        from .span_batching import BatchExport, Discard
 
         exporters = _exporters(names)
         provider = LeanTracerProvider(resource, BatchExport(exporters[0]) if exporters else Discard())
