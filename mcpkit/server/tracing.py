@@ -203,10 +203,8 @@ class _ServerSpan:
             ctx, links = obs.parent(meta, headers)
         lean, var = obs._lean, obs._var
         if lean is None:
-            name, attrs, _ = self._describe()
-            span = obs.tracer.start_span(name, ctx, obs._SERVER, attrs, links)
-            self.recording = span.is_recording()
-        else:  # one step: sampled or not first; an unsampled request makes no attributes, no span object
+            sc = None
+        else:  # sampled or not first: an unsampled request makes no attributes, no span object
             if var is not None:  # the API's default runtime context: its variable read directly
                 base = var.get() if ctx is None else ctx
                 current = base.get(obs._SPAN_KEY)
@@ -214,40 +212,32 @@ class _ServerSpan:
                                                 else current.get_span_context())
             else:
                 parent, sc = lean.decide(ctx)
-            self.recording = bool(sc[3] & 1)  # sampled (its trace flags)
-            if self.recording:  # the span's name and attributes: _describe's, inline (a frame less a request)
-                kind = (rec.method, rec.target, rec.transport, rec.session_id, rec.protocol_version)
-                known = obs._kinds.get(kind)
-                if known is None:
-                    known = obs.kind(*kind)
-                name, shared, stock = known
-                attrs = shared.copy()
-                if rec.request_id is not None:  # last: the kept bytes are those of the attributes before it
-                    attrs["jsonrpc.request.id"] = str(rec.request_id)
-                span = lean.server_span(name, sc, parent, obs._SERVER, attrs, links, stock)
+        if sc is None or sc[3] & 1:  # a span to record (sampled: its trace flags), or the tracer's to decide
+            # its name and attributes (strings only: the lean tracer takes them unchecked), and the
+            # OTLP bytes of its name and of all its attributes but the request id: kept per kind of request
+            kind = (rec.method, rec.target, rec.transport, rec.session_id, rec.protocol_version)
+            known = obs._kinds.get(kind)
+            if known is None:
+                known = obs.kind(*kind)
+            name, shared, stock = known
+            attrs = shared.copy()
+            if rec.request_id is not None:  # last: the kept bytes are those of the attributes before it
+                attrs["jsonrpc.request.id"] = str(rec.request_id)
+            if sc is None:
+                span = obs.tracer.start_span(name, ctx, obs._SERVER, attrs, links)
+                self.recording = span.is_recording()
             else:
-                span = obs._unrecorded(sc)
+                span = lean.server_span(name, sc, parent, obs._SERVER, attrs, links, stock)
+                self.recording = True
+        else:
+            span = obs._unrecorded(sc)
+            self.recording = False
         self.span = span
         if var is not None:  # the same Context set_span_in_context makes, set as attach would
             self.token = var.set(obs._Context({**base, obs._SPAN_KEY: span}))
         else:
             self.token = obs._context.attach(obs._trace.set_span_in_context(span, ctx))
         return span
-
-    def _describe(self) -> tuple[str, dict[str, Any], tuple[int, bytes, Any]]:
-        """The span's name and attributes (strings only: the lean tracer takes them unchecked),
-        and the OTLP bytes of its name and of all its attributes but the request id (kept per
-        kind of request). The lean path in :meth:`__enter__` does the same inline."""
-        obs, rec = self.obs, self.rec
-        kind = (rec.method, rec.target, rec.transport, rec.session_id, rec.protocol_version)
-        known = obs._kinds.get(kind)
-        if known is None:
-            known = obs.kind(*kind)
-        name, shared, stock = known
-        attrs = shared.copy()
-        if rec.request_id is not None:  # last: the kept bytes are those of the attributes before it
-            attrs["jsonrpc.request.id"] = str(rec.request_id)
-        return name, attrs, stock
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
         obs, rec, span = self.obs, self.rec, self.span
