@@ -50,9 +50,9 @@ class BatchExport:
     ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` every ``OTEL_BSP_SCHEDULE_DELAY`` ms, or as soon as a
     batch is full. Ending a span costs a list append and a length test; with mcpkit's OTLP
     exporter, a SERVER span as it began is kept as a record of plain values
-    (otlp_export.record), which the garbage collector stops tracking at once and which frees
-    the span's objects while it waits (a span object would be tracked and traversed by every
-    collection until its batch goes out)."""
+    (otlp_export.record): the garbage collector stops tracking it at its first pass, and the
+    span's objects are freed while it waits (a span object would be tracked and traversed by
+    every collection until its batch goes out)."""
 
     def __init__(self, exporter: Any) -> None:
         self.exporter = exporter
