@@ -373,6 +373,22 @@ def test_the_server_span_takes_its_own_attributes_unchecked_only_within_the_limi
     assert len(few.attributes) == 3 and few.dropped_attributes == 5
 
 
+def test_the_per_request_server_span_has_every_field_recorded_gives() -> None:
+    """LeanTracer.server_span sets LeanSpan's fields itself (no __init__ call a request): the
+    span it makes is the one recorded makes, field for field (a field added to LeanSpan and
+    not there fails here)."""
+    p, _ = provider()
+    tracer = p.get_tracer("mcpkit")
+    parent, ctx = tracer.decide_under(REMOTE)
+    stock = (1, b"kept", None)
+    fast = tracer.server_span("tools/call greet", ctx, parent, SpanKind.SERVER, {"a": "b"}, None, stock)
+    slow = tracer.recorded("tools/call greet", ctx, parent, SpanKind.SERVER, {"a": "b"}, None, plain=True, stock=stock)
+    for field in LeanSpan.__slots__:
+        if field != "start_time":
+            assert getattr(fast, field) == getattr(slow, field), field
+    assert abs(fast.start_time - slow.start_time) < 10**9
+
+
 def test_values_that_differ_every_time_encode_as_the_reference_writes_them() -> None:
     """Past the values kept per key, a string value (a request id) is written after the kept
     bytes for its length: short, long (a two-byte length) and non-ASCII ones as the reference
